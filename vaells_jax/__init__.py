@@ -1,0 +1,23 @@
+"""VAELLS: Variational Autoencoder with Learned Latent Structure, in JAX/Flax."""
+
+from vaells_jax.expm import expm_small
+from vaells_jax.inference import (
+    InferenceResult,
+    inference_objective,
+    infer_coefficients,
+)
+from vaells_jax.laplace import laplace_log_prob, sample_laplace
+from vaells_jax.transport import transport, transport_path
+
+__all__ = [
+    "expm_small",
+    "InferenceResult",
+    "inference_objective",
+    "infer_coefficients",
+    "laplace_log_prob",
+    "sample_laplace",
+    "transport",
+    "transport_path",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,111 @@
+"""Transport operators: the flows ``expm(sum_m c_m Psi_m)`` of the latent manifold.
+
+A dictionary ``psi`` of ``M`` operators ``[M, d, d]`` and coefficients ``c``
+``[..., M]`` define the linear map ``T_psi(c) = expm(sum_m c_m psi_m)`` that moves
+a latent point ``z0`` along the learned manifold: ``z1 = T_psi(c) @ z0``.
+Everything here is a pure function of arrays, differentiable in every argument
+and safe under ``jit``, ``vmap`` and ``grad``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax.scipy.linalg import expm
+
+__all__ = ["generator", "transport", "transport_path", "check_psi"]
+
+
+def check_psi(psi) -> tuple[int, int]:
+  """Checks that ``psi`` is a dictionary ``[M, d, d]``; returns ``(M, d)``.
+
+  Raises:
+    ValueError: if ``psi`` is not a 3-D array of square matrices.
+  """
+  shape = jnp.shape(psi)
+  if len(shape) != 3 or shape[1] != shape[2] or shape[0] < 1:
+    raise ValueError(
+        f"psi must have shape [M, d, d] with M >= 1, got {tuple(shape)}.")
+  return shape[0], shape[1]
+
+
+def _check_coeffs_and_points(psi, coeffs, z0) -> None:
+  num_ops, dim = check_psi(psi)
+  if jnp.ndim(coeffs) < 1 or jnp.shape(coeffs)[-1] != num_ops:
+    raise ValueError(
+        f"coeffs must have shape [..., M] with M={num_ops} (the number of "
+        f"operators in psi), got {tuple(jnp.shape(coeffs))}.")
+  if jnp.ndim(z0) < 1 or jnp.shape(z0)[-1] != dim:
+    raise ValueError(
+        f"z0 must have shape [..., d] with d={dim} (psi is [M, d, d]), got "
+        f"{tuple(jnp.shape(z0))}.")
+  try:
+    jnp.broadcast_shapes(jnp.shape(coeffs)[:-1], jnp.shape(z0)[:-1])
+  except ValueError:
+    raise ValueError(
+        "The leading dimensions of coeffs and z0 do not broadcast: "
+        f"{tuple(jnp.shape(coeffs))} vs {tuple(jnp.shape(z0))}.") from None
+
+
+def generator(psi, coeffs):
+  """The dynamics matrix ``A = sum_m coeffs_m psi_m``.
+
+  Args:
+    psi: operator dictionary, ``[M, d, d]``.
+    coeffs: coefficients, ``[..., M]``.
+
+  Returns:
+    ``[..., d, d]``.
+  """
+  return jnp.einsum("...m,mij->...ij", coeffs, psi)
+
+
+def transport(psi, coeffs, z0):
+  """Moves ``z0`` along the manifold: ``expm(sum_m coeffs_m psi_m) @ z0``.
+
+  Args:
+    psi: operator dictionary, ``[M, d, d]``.
+    coeffs: coefficients, ``[..., M]``.
+    z0: starting points, ``[..., d]``. The leading dimensions of ``coeffs`` and
+      ``z0`` broadcast against each other.
+
+  Returns:
+    The transported points, ``[..., d]`` (the broadcast leading shape).
+
+  Raises:
+    ValueError: if the shapes do not fit together.
+  """
+  _check_coeffs_and_points(psi, coeffs, z0)
+  return _transport(psi, coeffs, z0)
+
+
+def _transport(psi, coeffs, z0):
+  """``transport`` without the shape checks (for inner loops)."""
+  operator = expm(generator(psi, coeffs))
+  return jnp.einsum("...ij,...j->...i", operator, z0)
+
+
+def transport_path(psi, coeffs, z0, ts):
+  """Points along the path ``z(t) = expm(t * sum_m coeffs_m psi_m) @ z0``.
+
+  ``t in [0, 1]`` interpolates from ``z0`` to ``transport(psi, coeffs, z0)``;
+  ``t`` outside that range extrapolates. With one-hot ``coeffs`` this traces
+  the orbit of a single operator.
+
+  Args:
+    psi: operator dictionary, ``[M, d, d]``.
+    coeffs: coefficients, ``[..., M]``.
+    z0: starting points, ``[..., d]``, broadcasting with ``coeffs``.
+    ts: path times, ``[T]`` (a scalar is treated as ``[1]``).
+
+  Returns:
+    ``[T, ..., d]``: the point at each time.
+
+  Raises:
+    ValueError: if the shapes do not fit together or ``ts`` is not 1-D.
+  """
+  _check_coeffs_and_points(psi, coeffs, z0)
+  ts = jnp.atleast_1d(jnp.asarray(ts))
+  if ts.ndim != 1:
+    raise ValueError(f"ts must be 1-D [T], got shape {ts.shape}.")
+  scaled = ts.reshape((-1,) + (1,) * jnp.ndim(coeffs)) * coeffs
+  return _transport(psi, scaled, z0)
