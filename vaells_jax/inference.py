@@ -130,7 +130,8 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
   every pair with accelerated proximal gradient (jaxopt ``ProximalGradient``,
   ``prox_lasso``, backtracking line search). Restart ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
-  lowest final objective wins. All pairs and restarts run in one vmapped solve,
+  lowest final objective wins (a start that diverges to a non-finite
+  objective is replaced by ``c = 0``, reported as not converged). All pairs and restarts run in one vmapped solve,
   so this works inside ``jit``. The inputs are treated as constants
   (``stop_gradient``): by Danskin's theorem the gradient of the optimal value is
   the partial gradient of the objective at ``c*``, so differentiate
@@ -197,6 +198,11 @@ def _infer_flat(psi, z0, z1, l1_weight, key, *, num_restarts, init_range,
   solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
   coeffs, num_iter, error = solve(init, z0, z1, l1_weight)
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
+  # A start that diverged (expm overflow) falls back to the identity path c=0.
+  failed = ~jnp.isfinite(objective)
+  coeffs = jnp.where(failed[..., None], 0.0, coeffs)
+  objective = jnp.where(failed, _data_term(coeffs, psi, z0, z1), objective)
+  error = jnp.where(failed, jnp.inf, error)
   best = jnp.argmin(jnp.where(jnp.isnan(objective), jnp.inf, objective), axis=0)
   pick = lambda a: jnp.take_along_axis(  # noqa: E731
       a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0)[0]

@@ -1,0 +1,227 @@
+"""Coefficient-inference throughput at the paper's experiment sizes.
+
+Compares, on the same pairs and in one run:
+
+* ``batched``: :func:`vaells_jax.infer_coefficients` as a training step calls it,
+  one jitted call for the posterior pairs and one for the prior pairs, vmapped
+  over samples, anchors and restarts;
+* ``jit_loop``: a Python loop over a jitted single-pair solve (same solver);
+* ``scipy_cg``: the original research code's method, a per-pair, per-restart
+  loop of ``scipy.optimize.minimize(method="CG", maxiter=50)`` with the analytic
+  gradient (:mod:`vaells_jax.reference`).
+
+Pairs are drawn like a training step draws them: samples ``z = T(c) f(x) + gamma
+eps`` around encodings, anchors elsewhere on the latent manifold. Throughput is
+pair-solves per second (a pair with ``R`` restarts counts ``R`` times); compile
+time is reported apart. The loops are timed on a subset of the pairs (all of
+them without ``--quick``) and their median objective is compared with the
+batched solver's on that same subset.
+
+Usage::
+
+    python benchmarks/inference_speed.py            # full
+    python benchmarks/inference_speed.py --quick    # CI smoke mode
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import vaells_jax
+from vaells_jax import infer_coefficients, transport
+from vaells_jax.reference import infer_pairs_cg
+
+
+class Case(NamedTuple):
+  name: str
+  batch: int
+  anchors: int
+  restarts: int  # restarts for the prior pairs (posterior pairs use 1)
+  dim: int
+  num_ops: int
+  zeta_q: float
+  zeta_p: float
+
+
+CASES = (
+    Case("concentric", 30, 3, 1, 2, 4, 1e-6, 5e-6),
+    Case("swiss_roll", 30, 4, 2, 2, 1, 1e-6, 5e-5),
+    Case("rot_mnist", 32, 10, 1, 10, 1, 1e-6, 1e-6),
+)
+
+
+def make_problem(case: Case, seed: int = 0):
+  """Pairs like a training step's: posterior ``f(x) -> z`` and prior ``a_i -> z``."""
+  rng = np.random.default_rng(seed)
+  d, m = case.dim, case.num_ops
+  skew = rng.normal(size=(m, d, d))
+  psi = 0.5 * (skew - skew.transpose(0, 2, 1)) + 0.05 * rng.normal(size=(m, d, d))
+  enc = rng.normal(size=(case.batch, d))
+  enc /= np.linalg.norm(enc, axis=-1, keepdims=True)
+  c_post = rng.laplace(scale=0.1, size=(case.batch, m))
+  z = np.asarray(transport(psi, c_post, enc)) + 1e-3 * rng.normal(size=enc.shape)
+  c_anchor = rng.laplace(scale=1.0, size=(case.batch, case.anchors, m))
+  anchors = np.asarray(transport(psi, c_anchor, z[:, None, :]))
+  f32 = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
+  return f32(psi), f32(enc), f32(z), f32(anchors)
+
+
+def make_batched(case: Case):
+  """The jitted inference of one training step (posterior and prior pairs)."""
+
+  @jax.jit
+  def step(psi, enc, z, anchors, key):
+    k1, k2 = jax.random.split(key)
+    post = infer_coefficients(psi, enc, z, l1_weight=case.zeta_q, key=k1)
+    prior = infer_coefficients(psi, anchors, z[:, None, :],
+                               l1_weight=case.zeta_p, key=k2,
+                               num_restarts=case.restarts)
+    return post, prior
+
+  return step
+
+
+def timed(fn, repeats):
+  """Returns (first-call seconds, min, median of ``repeats`` later calls, output)."""
+  start = time.perf_counter()
+  out = jax.block_until_ready(fn())
+  first = time.perf_counter() - start
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    times.append(time.perf_counter() - start)
+  return first, min(times), float(np.median(times)), out
+
+
+def run_case(case: Case, subset: int, repeats: int) -> dict:
+  psi, enc, z, anchors = make_problem(case)
+  key = jax.random.PRNGKey(0)
+  step = make_batched(case)
+  first, best, median, (post, prior) = timed(
+      lambda: step(psi, enc, z, anchors, key), repeats)
+  solves = case.batch * (1 + case.anchors * case.restarts)
+
+  # The same pairs, one at a time. Pairs: posterior (enc -> z), prior (a -> z).
+  n = min(subset, case.batch)
+  z0 = np.concatenate([enc[:n], anchors[:n].reshape(-1, case.dim)])
+  z1 = np.concatenate([z[:n], np.repeat(z[:n], case.anchors, axis=0)])
+  l1 = np.r_[np.full(n, case.zeta_q), np.full(n * case.anchors, case.zeta_p)]
+  restarts = np.r_[np.ones(n, int), np.full(n * case.anchors, case.restarts)]
+  loop_solves = int(restarts.sum())
+  batched_obj = np.r_[np.asarray(post.objective[:n]),
+                      np.asarray(prior.objective[:n]).ravel()]
+
+  single = jax.jit(
+      lambda psi, a, b, lam, k: infer_coefficients(psi, a, b, l1_weight=lam,
+                                                   key=k),)
+  keys = jax.random.split(jax.random.PRNGKey(1), len(z0) * case.restarts)
+
+  def jit_loop():
+    out = []
+    for i in range(len(z0)):
+      objs = [single(psi, z0[i], z1[i], l1[i], keys[i * case.restarts + r]).objective
+              for r in range(restarts[i])]
+      out.append(min(float(o) for o in objs))
+    return np.asarray(out)
+
+  jit_first, jit_best, _, jit_obj = timed(jit_loop, 1)
+
+  rng = np.random.default_rng(1)
+
+  def scipy_loop():
+    out = []
+    for i in range(len(z0)):
+      init = rng.uniform(size=(restarts[i], 1, case.num_ops))
+      init += np.arange(restarts[i])[:, None, None]  # the restart ranges
+      _, obj = infer_pairs_cg(psi, z0[i:i + 1], z1[i:i + 1], l1[i], init)
+      out.append(obj[0])
+    return np.asarray(out)
+
+  cg_time, cg_obj = _time_once(scipy_loop)
+  rates = {
+      "batched": solves / best,
+      "jit_loop": loop_solves / jit_best,
+      "scipy_cg": loop_solves / cg_time,
+  }
+  return {
+      "case": case.name,
+      "pair_solves_per_step": solves,
+      "batched_compile_s": first - median,
+      "batched_step_ms_min": 1e3 * best,
+      "batched_step_ms_median": 1e3 * median,
+      "jit_loop_compile_s": jit_first - jit_best,
+      "loop_subset_pair_solves": loop_solves,
+      "pairs_per_s": rates,
+      "speedup_vs_scipy_cg": rates["batched"] / rates["scipy_cg"],
+      "speedup_vs_jit_loop": rates["batched"] / rates["jit_loop"],
+      "median_objective": {
+          "batched": float(np.median(batched_obj)),
+          "jit_loop": float(np.median(jit_obj)),
+          "scipy_cg": float(np.median(cg_obj)),
+      },
+      "batched_converged_fraction": float(np.mean(np.r_[
+          np.asarray(post.converged).ravel(), np.asarray(prior.converged).ravel()])),
+  }
+
+
+def _time_once(fn):
+  start = time.perf_counter()
+  out = fn()
+  return time.perf_counter() - start, out
+
+
+def environment() -> dict:
+  return {
+      "device": str(jax.devices()[0]),
+      "platform": platform.platform(),
+      "processor": platform.processor() or platform.machine(),
+      "jax": jax.__version__,
+      "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else "",
+      "vaells_jax": vaells_jax.__version__,
+      "numpy": np.__version__,
+  }
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true",
+                      help="small subsets and few repeats (CI smoke mode)")
+  parser.add_argument("--repeats", type=int, default=None)
+  parser.add_argument("--subset", type=int, default=None,
+                      help="samples per case timed in the per-pair loops")
+  parser.add_argument("--json", default=None, help="also write results here")
+  args = parser.parse_args(argv)
+  repeats = args.repeats or (3 if args.quick else 20)
+  subset = args.subset or (2 if args.quick else 30)
+  env = environment()
+  print(" ".join(f"{k}={v}" for k, v in env.items()))
+  results = [run_case(case, subset, repeats) for case in CASES]
+  print()
+  print("| case | pair-solves/step | batched pairs/s | jit loop pairs/s | scipy CG "
+        "pairs/s | vs scipy CG | vs jit loop | step ms (min) | compile s | "
+        "median obj batched / jit loop / scipy CG |")
+  print("|---|---|---|---|---|---|---|---|---|---|")
+  for r in results:
+    rate, obj = r["pairs_per_s"], r["median_objective"]
+    print(f"| {r['case']} | {r['pair_solves_per_step']} | {rate['batched']:.0f} | "
+          f"{rate['jit_loop']:.0f} | {rate['scipy_cg']:.1f} | "
+          f"{r['speedup_vs_scipy_cg']:.0f}x | {r['speedup_vs_jit_loop']:.0f}x | "
+          f"{r['batched_step_ms_min']:.1f} | {r['batched_compile_s']:.1f} | "
+          f"{obj['batched']:.3g} / {obj['jit_loop']:.3g} / {obj['scipy_cg']:.3g} |")
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"environment": env, "results": results}, f, indent=2)
+  return results
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,115 @@
+"""Training configuration: one frozen dataclass, validated before anything runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any
+
+__all__ = ["Config", "override"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """Hyper-parameters of a VAELLS run (names follow paper appendix A/B tables).
+
+  Weights use the ``1/2 ||.||^2`` convention: ``zeta1 * 1/2 ||x - g(z)||^2``
+  etc. The Laplace scale of the posterior samples is ``b = 1 / zeta3``.
+  """
+
+  seed: int = 0
+  num_steps: int = 4000
+  batch_size: int = 30
+  latent_dim: int = 2
+  num_ops: int = 4  # M
+  hidden: tuple[int, ...] = (512,)
+  num_samples: int = 1  # N_s
+  lr_net: float = 0.005
+  lr_anchor: float = 1e-4
+  learn_anchors: bool = True
+  lr_psi: float = 4e-4  # starting rate of the accept/reject Psi step
+  max_lr_psi: float = 0.1
+  psi_lr_decay_start: int = -1  # step after which lr_psi *= 0.9992; -1: never
+  psi_init_std: float = 0.01
+  zeta1: float = 0.01  # reconstruction
+  zeta2: float = 1.0  # posterior data term
+  zeta3: float = 1.0  # posterior coefficient term (= 1/b)
+  zeta4: float = 1.0  # prior data term
+  zeta5: float = 0.01  # prior coefficient term
+  zeta_q: float = 1e-6  # l1 weight of posterior inference
+  zeta_p: float = 5e-6  # l1 weight of prior inference
+  eta: float = 0.01  # Frobenius penalty on Psi
+  gamma: float = 1e-3  # posterior noise std
+  warmup_steps: int = 0
+  alternate: bool = False
+  net_steps: int = 20
+  psi_steps: int = 20
+  prior_weight_net: float = 1.0  # factor on zeta4, zeta5 in network steps
+  recon_weight_psi: float = 1.0  # factor on zeta1 in Psi steps
+  num_restarts: int = 1
+  init_range: tuple[float, float] = (-2.5, 2.5)
+  inference_max_iter: int = 100
+  inference_tol: float = 1e-4
+  closest_anchor: bool = False
+  latent_scale: float = 1.0
+  log_every: int = 100
+  checkpoint_every: int = 1000
+
+  def __post_init__(self):
+    positive = ("num_steps", "batch_size", "latent_dim", "num_ops",
+                "num_samples", "max_lr_psi", "zeta3", "latent_scale",
+                "num_restarts", "net_steps", "psi_steps", "inference_max_iter",
+                "inference_tol", "log_every", "checkpoint_every")
+    for name in positive:
+      if not getattr(self, name) > 0:
+        raise ValueError(f"config.{name} must be > 0, got {getattr(self, name)!r}.")
+    non_negative = ("lr_net", "lr_anchor", "lr_psi", "psi_init_std", "zeta1",
+                    "zeta2", "zeta4", "zeta5", "zeta_q", "zeta_p", "eta",
+                    "gamma", "warmup_steps", "prior_weight_net",
+                    "recon_weight_psi")
+    for name in non_negative:
+      if not getattr(self, name) >= 0:
+        raise ValueError(f"config.{name} must be >= 0, got {getattr(self, name)!r}.")
+    if not self.lr_psi <= self.max_lr_psi:
+      raise ValueError(f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
+                       f"({self.max_lr_psi}).")
+    lo, hi = self.init_range
+    if not lo <= hi:
+      raise ValueError(f"config.init_range must be (lo, hi) with lo <= hi, got "
+                       f"{self.init_range}.")
+
+
+def _parse(value: str, current: Any) -> Any:
+  """Parses a command-line string into the type of the current value."""
+  if isinstance(current, bool):
+    if value.lower() in ("1", "true", "yes"):
+      return True
+    if value.lower() in ("0", "false", "no"):
+      return False
+    raise ValueError(f"expected true/false, got {value!r}")
+  if isinstance(current, tuple):
+    items = [v for v in value.strip("()[] ").split(",") if v.strip()]
+    kind = type(current[0]) if current else float
+    return tuple(kind(v) for v in items)
+  return type(current)(value)
+
+
+def override(config: Config, overrides: dict[str, str]) -> Config:
+  """Returns ``config`` with string ``overrides`` (``{"num_steps": "10"}``) applied.
+
+  Raises:
+    ValueError: for an unknown key (naming the closest valid one) or a value
+      that does not parse as the field's type.
+  """
+  fields = {f.name for f in dataclasses.fields(config)}
+  changes = {}
+  for key, value in overrides.items():
+    if key not in fields:
+      near = difflib.get_close_matches(key, sorted(fields), n=1)
+      hint = f" Did you mean {near[0]!r}?" if near else ""
+      raise ValueError(f"Unknown config key {key!r}.{hint}")
+    try:
+      changes[key] = _parse(value, getattr(config, key))
+    except ValueError as e:
+      raise ValueError(f"Bad value for config.{key}: {e}") from None
+  return dataclasses.replace(config, **changes)

@@ -1,0 +1,400 @@
+"""Synthetic 2-D manifolds embedded in ``R^D`` with a known ground truth.
+
+Both data sets follow paper section 5 / appendix E-F: 2-D ground-truth points
+``p`` (two concentric circles, or a swiss roll) are mapped to the input space
+by a random linear map ``A ~ U[-1, 1]^{D x 2}`` and Gaussian noise of standard
+deviation ``noise_std`` is added in the input space, ``x = A p + noise``.
+
+Random draws always happen in the same order (map, train curve parameters,
+test curve parameters, train noise, test noise, shuffles) and the noise is
+always drawn, so the same seed with ``noise_std=0`` gives the same map and
+positions and exactly the noise-free points ``pos @ mapping.T``.
+
+All arrays are float64 NumPy arrays; cast to float32 where a model needs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+__all__ = [
+  "SyntheticData",
+  "load_synthetic",
+  "make_concentric",
+  "make_swiss_roll",
+  "save_synthetic",
+  "swiss_roll_arc_length",
+]
+
+_ARRAY_FIELDS = (
+  "x_train",
+  "labels_train",
+  "pos_train",
+  "t_train",
+  "x_test",
+  "labels_test",
+  "pos_test",
+  "t_test",
+  "anchors",
+  "anchor_pos",
+  "mapping",
+  "manifold",
+  "manifold_labels",
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SyntheticData:
+  """A synthetic data set with its ground-truth latent structure.
+
+  Attributes:
+    x_train: ``[N, D]`` noisy inputs.
+    labels_train: ``[N]`` integer class labels.
+    pos_train: ``[N, 2]`` noise-free ground-truth 2-D latent positions.
+    t_train: ``[N]`` curve parameter (angle for circles, ``t`` for the roll).
+    x_test: ``[N_test, D]`` noisy test inputs.
+    labels_test: ``[N_test]`` test labels.
+    pos_test: ``[N_test, 2]`` test ground-truth positions.
+    t_test: ``[N_test]`` test curve parameters.
+    anchors: ``[C, A, D]`` noise-free anchor inputs, ``A`` per class.
+    anchor_pos: ``[C, A, 2]`` ground-truth positions of the anchors.
+    mapping: ``[D, 2]`` the random linear map, ``x = pos @ mapping.T``.
+    noise_std: standard deviation of the input-space Gaussian noise.
+    manifold: ``[G, D]`` dense noise-free grid of the true manifold.
+    manifold_labels: ``[G]`` class of each grid point.
+    name: data set name, e.g. ``"concentric"``.
+  """
+
+  x_train: np.ndarray
+  labels_train: np.ndarray
+  pos_train: np.ndarray
+  t_train: np.ndarray
+  x_test: np.ndarray
+  labels_test: np.ndarray
+  pos_test: np.ndarray
+  t_test: np.ndarray
+  anchors: np.ndarray
+  anchor_pos: np.ndarray
+  mapping: np.ndarray
+  noise_std: float
+  manifold: np.ndarray
+  manifold_labels: np.ndarray
+  name: str
+
+  def __post_init__(self):
+    _check_shapes(self)
+
+  @property
+  def num_classes(self) -> int:
+    """Number of classes ``C`` (the leading dimension of ``anchors``)."""
+    return int(self.anchors.shape[0])
+
+  @property
+  def data_dim(self) -> int:
+    """Input dimension ``D``."""
+    return int(self.mapping.shape[0])
+
+
+def _check_shapes(data: SyntheticData) -> None:
+  """Raises ValueError if the fields of ``data`` have inconsistent shapes."""
+  d = data.mapping.shape[0]
+  if data.mapping.shape != (d, 2):
+    raise ValueError(f"mapping must be [D, 2], got {data.mapping.shape}")
+  for split in ("train", "test"):
+    n = getattr(data, f"x_{split}").shape[0]
+    expected = {
+      f"x_{split}": (n, d),
+      f"labels_{split}": (n,),
+      f"pos_{split}": (n, 2),
+      f"t_{split}": (n,),
+    }
+    for field, shape in expected.items():
+      if getattr(data, field).shape != shape:
+        raise ValueError(
+          f"{field} must have shape {shape}, got {getattr(data, field).shape}"
+        )
+  c, a = data.anchors.shape[:2]
+  if data.anchors.shape != (c, a, d) or data.anchor_pos.shape != (c, a, 2):
+    raise ValueError(
+      f"anchors [C, A, D] and anchor_pos [C, A, 2] disagree: "
+      f"{data.anchors.shape} vs {data.anchor_pos.shape} (D={d})"
+    )
+  g = data.manifold.shape[0]
+  if data.manifold.shape != (g, d) or data.manifold_labels.shape != (g,):
+    raise ValueError(
+      f"manifold must be [G, {d}] with labels [G], got {data.manifold.shape} "
+      f"and {data.manifold_labels.shape}"
+    )
+
+
+def save_synthetic(path, data: SyntheticData) -> str:
+  """Writes ``data`` to a single uncompressed ``.npz`` file (no pickling).
+
+  Args:
+    path: destination file path; NumPy appends ``.npz`` if it is missing.
+    data: the data set.
+
+  Returns:
+    The path written, as a string (with the ``.npz`` suffix).
+  """
+  path = os.fspath(path)
+  if not path.endswith(".npz"):
+    path += ".npz"
+  arrays = {field: getattr(data, field) for field in _ARRAY_FIELDS}
+  np.savez(
+    path,
+    noise_std=np.asarray(data.noise_std, dtype=np.float64),
+    name=np.asarray(data.name, dtype=np.str_),
+    **arrays,
+  )
+  return path
+
+
+def load_synthetic(path) -> SyntheticData:
+  """Reads a data set written by :func:`save_synthetic`.
+
+  Args:
+    path: path of the ``.npz`` file.
+
+  Returns:
+    The :class:`SyntheticData`.
+
+  Raises:
+    ValueError: if a field is missing or the shapes are inconsistent.
+  """
+  with np.load(os.fspath(path), allow_pickle=False) as npz:
+    missing = set(_ARRAY_FIELDS + ("noise_std", "name")) - set(npz.files)
+    if missing:
+      raise ValueError(f"{path} lacks fields {sorted(missing)}")
+    arrays = {field: npz[field] for field in _ARRAY_FIELDS}
+    noise_std = float(npz["noise_std"])
+    name = str(npz["name"])
+  return SyntheticData(noise_std=noise_std, name=name, **arrays)
+
+
+def _check_positive(**counts) -> None:
+  """Raises ValueError naming any argument that is not a positive integer."""
+  for arg, value in counts.items():
+    if int(value) != value or value <= 0:
+      raise ValueError(f"{arg} must be a positive integer, got {value!r}")
+
+
+def _check_noise(noise_std) -> None:
+  if not np.isfinite(noise_std) or noise_std < 0:
+    raise ValueError(f"noise_std must be finite and >= 0, got {noise_std!r}")
+
+
+def _random_mapping(rng: np.random.Generator, data_dim: int) -> np.ndarray:
+  """The random linear map ``A ~ U[-1, 1]^{D x 2}``, shape ``[D, 2]``."""
+  return rng.uniform(-1.0, 1.0, size=(data_dim, 2))
+
+
+def _embed(rng, pos, mapping, noise_std):
+  """Maps ``pos [N, 2]`` to ``[N, D]`` and adds (always drawn) noise."""
+  noise = rng.standard_normal((pos.shape[0], mapping.shape[0]))
+  return pos @ mapping.T + noise_std * noise
+
+
+def _circle(radius, angles):
+  """Points at ``angles [N]`` on a circle: ``[N, 2]``."""
+  return radius * np.stack([np.cos(angles), np.sin(angles)], axis=-1)
+
+
+def _shuffled(rng, *arrays):
+  """The arrays (same leading length) permuted by one random permutation."""
+  perm = rng.permutation(arrays[0].shape[0])
+  return tuple(a[perm] for a in arrays)
+
+
+def _circles_split(rng, radii, num_per_circle):
+  """Uniform random angles on each circle: (labels [N], pos [N, 2], t [N])."""
+  angles = rng.uniform(0.0, 2.0 * np.pi, size=(len(radii), num_per_circle))
+  labels = np.repeat(np.arange(len(radii)), num_per_circle)
+  pos = np.concatenate([_circle(r, a) for r, a in zip(radii, angles, strict=True)])
+  return labels, pos, angles.reshape(-1)
+
+
+def make_concentric(
+  seed: int = 0,
+  num_per_circle: int = 200,
+  num_test_per_circle: int = 100,
+  radii=(0.5, 1.0),
+  data_dim: int = 20,
+  noise_std: float = 0.01,
+  anchors_per_class: int = 3,
+  grid_per_class: int = 4000,
+) -> SyntheticData:
+  """Concentric circles mapped to ``R^data_dim`` (paper appendix F).
+
+  Class ``k`` lies on the circle of radius ``radii[k]``; points sit at
+  uniformly random angles in ``[0, 2 pi)``. The anchors of each circle are
+  evenly spaced in angle, at ``2 pi j / anchors_per_class``. Train and test
+  points are shuffled (classes interleaved).
+
+  Args:
+    seed: seed of ``np.random.default_rng``.
+    num_per_circle: training points per circle.
+    num_test_per_circle: test points per circle.
+    radii: circle radii, one class per radius.
+    data_dim: input dimension ``D``.
+    noise_std: standard deviation of the input-space noise.
+    anchors_per_class: anchors per circle ``A``.
+    grid_per_class: points per circle in the dense ``manifold`` grid.
+
+  Returns:
+    A :class:`SyntheticData` with ``C = len(radii)`` classes.
+
+  Raises:
+    ValueError: for non-positive counts or radii, or negative noise.
+  """
+  _check_positive(
+    num_per_circle=num_per_circle,
+    num_test_per_circle=num_test_per_circle,
+    data_dim=data_dim,
+    anchors_per_class=anchors_per_class,
+    grid_per_class=grid_per_class,
+  )
+  _check_noise(noise_std)
+  radii = np.asarray(radii, dtype=np.float64).reshape(-1)
+  if radii.size == 0 or np.any(~(radii > 0)):
+    raise ValueError(f"radii must be a non-empty list of positive numbers: {radii}")
+  rng = np.random.default_rng(seed)
+  mapping = _random_mapping(rng, data_dim)
+  train = _circles_split(rng, radii, num_per_circle)
+  test = _circles_split(rng, radii, num_test_per_circle)
+  x_train = _embed(rng, train[1], mapping, noise_std)
+  x_test = _embed(rng, test[1], mapping, noise_std)
+  x_train, *train = _shuffled(rng, x_train, *train)
+  x_test, *test = _shuffled(rng, x_test, *test)
+  anchor_angles = 2.0 * np.pi * np.arange(anchors_per_class) / anchors_per_class
+  anchor_pos = np.stack([_circle(r, anchor_angles) for r in radii])
+  grid_angles = 2.0 * np.pi * np.arange(grid_per_class) / grid_per_class
+  grid_pos = np.concatenate([_circle(r, grid_angles) for r in radii])
+  return SyntheticData(
+    x_train=x_train,
+    labels_train=train[0],
+    pos_train=train[1],
+    t_train=train[2],
+    x_test=x_test,
+    labels_test=test[0],
+    pos_test=test[1],
+    t_test=test[2],
+    anchors=anchor_pos @ mapping.T,
+    anchor_pos=anchor_pos,
+    mapping=mapping,
+    noise_std=float(noise_std),
+    manifold=grid_pos @ mapping.T,
+    manifold_labels=np.repeat(np.arange(radii.size), grid_per_class),
+    name="concentric",
+  )
+
+
+_T_MIN = 1.5 * np.pi
+_T_MAX = 4.5 * np.pi
+
+
+def _swiss_pos(t):
+  """Swiss-roll positions ``(t cos t, t sin t) / 10`` for ``t [N]``: ``[N, 2]``."""
+  return np.stack([t * np.cos(t), t * np.sin(t)], axis=-1) / 10.0
+
+
+def swiss_roll_arc_length(t):
+  """Arc length of the swiss roll ``p(t) = (t cos t, t sin t) / 10`` from 0 to t.
+
+  ``|p'(t)| = sqrt(1 + t^2) / 10``, whose integral is
+  ``(t sqrt(1 + t^2) + asinh(t)) / 20``.
+
+  Args:
+    t: curve parameters, any shape.
+
+  Returns:
+    Arc lengths, the shape of ``t``.
+  """
+  t = np.asarray(t, dtype=np.float64)
+  return (t * np.sqrt(1.0 + t**2) + np.arcsinh(t)) / 20.0
+
+
+def _t_at_arc_fractions(fractions):
+  """Curve parameters ``t`` at the given fractions ``[K]`` of the roll's length."""
+  t_dense = np.linspace(_T_MIN, _T_MAX, 100_001)
+  s_dense = swiss_roll_arc_length(t_dense)
+  s = s_dense[0] + np.asarray(fractions) * (s_dense[-1] - s_dense[0])
+  return np.interp(s, s_dense, t_dense)
+
+
+def _swiss_split(rng, num):
+  """``t = 3 pi / 2 (1 + 2 u)``, ``u ~ U[0, 1]``: (pos [N, 2], t [N])."""
+  t = _T_MIN * (1.0 + 2.0 * rng.uniform(size=num))
+  return _swiss_pos(t), t
+
+
+def make_swiss_roll(
+  seed: int = 0,
+  num_train: int = 1000,
+  num_test: int = 300,
+  data_dim: int = 20,
+  noise_std: float = 0.01,
+  num_anchors: int = 4,
+  grid_size: int = 10_000,
+) -> SyntheticData:
+  """The swiss roll mapped to ``R^data_dim`` (paper appendix E).
+
+  ``t = 3 pi / 2 (1 + 2 u)`` with ``u ~ U[0, 1]`` and
+  ``p = (t cos t, t sin t) / 10``. One class (all labels 0). The anchors are
+  evenly spaced in *arc length*: anchor ``j`` sits at the fraction
+  ``(j + 1/2) / num_anchors`` of the roll's length, the middle of the ``j``-th
+  of ``num_anchors`` equal-length pieces. The ``manifold`` grid is evenly
+  spaced in arc length too, including both ends.
+
+  Args:
+    seed: seed of ``np.random.default_rng``.
+    num_train: training points.
+    num_test: test points.
+    data_dim: input dimension ``D``.
+    noise_std: standard deviation of the input-space noise.
+    num_anchors: anchors ``A`` (``anchors`` has shape ``[1, A, D]``).
+    grid_size: points in the dense ``manifold`` grid.
+
+  Returns:
+    A :class:`SyntheticData` with one class.
+
+  Raises:
+    ValueError: for non-positive counts or negative noise.
+  """
+  _check_positive(
+    num_train=num_train,
+    num_test=num_test,
+    data_dim=data_dim,
+    num_anchors=num_anchors,
+    grid_size=grid_size,
+  )
+  _check_noise(noise_std)
+  rng = np.random.default_rng(seed)
+  mapping = _random_mapping(rng, data_dim)
+  pos_train, t_train = _swiss_split(rng, num_train)
+  pos_test, t_test = _swiss_split(rng, num_test)
+  x_train = _embed(rng, pos_train, mapping, noise_std)
+  x_test = _embed(rng, pos_test, mapping, noise_std)
+  anchor_t = _t_at_arc_fractions((np.arange(num_anchors) + 0.5) / num_anchors)
+  anchor_pos = _swiss_pos(anchor_t)[None]
+  grid_pos = _swiss_pos(_t_at_arc_fractions(np.linspace(0.0, 1.0, grid_size)))
+  return SyntheticData(
+    x_train=x_train,
+    labels_train=np.zeros(num_train, dtype=np.int64),
+    pos_train=pos_train,
+    t_train=t_train,
+    x_test=x_test,
+    labels_test=np.zeros(num_test, dtype=np.int64),
+    pos_test=pos_test,
+    t_test=t_test,
+    anchors=anchor_pos @ mapping.T,
+    anchor_pos=anchor_pos,
+    mapping=mapping,
+    noise_std=float(noise_std),
+    manifold=grid_pos @ mapping.T,
+    manifold_labels=np.zeros(grid_size, dtype=np.int64),
+    name="swiss_roll",
+  )

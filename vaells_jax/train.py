@@ -1,0 +1,335 @@
+"""VAELLS training: the state, the schedule and the one jitted training step.
+
+One step (paper Algorithm 1) encodes the batch and the anchors of each sample's
+class, samples ``z = T_psi(c_hat) f(x) + gamma eps`` on the latent scale,
+infers the posterior and prior coefficients (constants), and takes
+
+* an Adam step on the networks and anchors (optax ``multi_transform``), and/or
+* an accept/reject gradient step on ``Psi``: accepted when the
+  transport-operator part of the objective (posterior + prior + Frobenius
+  terms), re-evaluated at the new ``Psi`` with the same noise and coefficients,
+  is finite and not larger; the rate then grows by ``1/0.99`` (capped),
+  otherwise ``Psi`` is kept and the rate shrinks by ``0.99``.
+
+Which groups move, and the term weights, depend on the phase (warm-up, network
+steps, ``Psi`` steps), computed from ``state.step`` inside the jitted function,
+so the schedule never triggers a recompilation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from vaells_jax.config import Config
+from vaells_jax.inference import infer_coefficients
+from vaells_jax.laplace import sample_laplace
+from vaells_jax.models import MLPDecoder, MLPEncoder
+from vaells_jax.objective import (
+    frobenius_penalty,
+    posterior_log_density,
+    prior_log_density,
+    reconstruction_error,
+)
+from vaells_jax.transport import transport
+
+__all__ = ["Phase", "TrainState", "init_state", "make_train_step", "phase_of"]
+
+PSI_RATE_FACTOR = 0.99
+PSI_LATE_DECAY = 0.9992
+WARMUP_LAPLACE_SCALE = 0.01
+
+
+@flax.struct.dataclass
+class TrainState:
+  """Everything that changes during training.
+
+  Attributes:
+    step: steps taken, scalar int.
+    params: ``{"encoder", "decoder", "anchors"}``; anchors ``[C, A, D]`` in
+      input space, per class.
+    opt_state: optax state of the network/anchor optimiser.
+    psi: transport operators ``[M, d, d]``.
+    lr_psi: current rate of the ``Psi`` step.
+    psi_rejected: rejected ``Psi`` steps so far.
+    psi_attempted: ``Psi`` steps tried so far.
+  """
+
+  step: jax.Array
+  params: Any
+  opt_state: Any
+  psi: jax.Array
+  lr_psi: jax.Array
+  psi_rejected: jax.Array
+  psi_attempted: jax.Array
+
+
+class Phase(NamedTuple):
+  """The schedule at one step (all scalars, traced inside the step)."""
+
+  warmup: jax.Array
+  update_net: jax.Array
+  update_psi: jax.Array
+  recon_factor: jax.Array
+  prior_factor: jax.Array
+
+
+def phase_of(step, config: Config) -> Phase:
+  """Schedule at ``step``: warm-up, then network and/or ``Psi`` updates.
+
+  Without ``alternate`` every step after warm-up updates both groups (with the
+  prior weights times ``prior_weight_net``, as the original code does). With
+  it, ``net_steps`` network steps (prior terms times ``prior_weight_net``)
+  alternate with ``psi_steps`` ``Psi`` steps (reconstruction times
+  ``recon_weight_psi``).
+  """
+  step = jnp.asarray(step)
+  warmup = step < config.warmup_steps
+  one = jnp.ones((), jnp.float32)
+  if config.alternate:
+    cycle = (step - config.warmup_steps) % (config.net_steps + config.psi_steps)
+    net_phase = cycle < config.net_steps
+  else:
+    net_phase = jnp.ones((), bool)
+  update_psi = ~warmup & (~net_phase | (not config.alternate))
+  psi_only = ~warmup & ~net_phase
+  return Phase(
+      warmup=warmup,
+      update_net=warmup | net_phase,
+      update_psi=update_psi,
+      recon_factor=jnp.where(psi_only, config.recon_weight_psi, one),
+      prior_factor=jnp.where(psi_only, one, config.prior_weight_net * one),
+  )
+
+
+def _networks(config: Config, data_dim: int):
+  return (MLPEncoder(config.latent_dim, config.hidden),
+          MLPDecoder(data_dim, config.hidden))
+
+
+def make_optimizer(config: Config) -> optax.GradientTransformation:
+  """Adam (b1=0.5, b2=0.999) for networks and anchors; ``Psi`` is stepped apart."""
+  anchor_opt = (optax.adam(config.lr_anchor, b1=0.5, b2=0.999)
+                if config.learn_anchors else optax.set_to_zero())
+  return optax.multi_transform(
+      {"net": optax.adam(config.lr_net, b1=0.5, b2=0.999), "anchor": anchor_opt},
+      {"encoder": "net", "decoder": "net", "anchors": "anchor"})
+
+
+def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
+  """Initial state: random networks, ``Psi ~ N(0, psi_init_std^2)``, given anchors.
+
+  Args:
+    key: ``jax.random`` key.
+    config: the run's configuration.
+    anchors: initial anchors in input space, ``[C, A, D]``.
+    data_dim: ``D``.
+  """
+  k_enc, k_dec, k_psi = jax.random.split(key, 3)
+  encoder, decoder = _networks(config, data_dim)
+  params = {
+      "encoder": encoder.init(k_enc, jnp.zeros((1, data_dim)))["params"],
+      "decoder": decoder.init(k_dec, jnp.zeros((1, config.latent_dim)))["params"],
+      "anchors": jnp.asarray(anchors, jnp.float32),
+  }
+  d, m = config.latent_dim, config.num_ops
+  psi = config.psi_init_std * jax.random.normal(k_psi, (m, d, d))
+  return TrainState(
+      step=jnp.zeros((), jnp.int32), params=params,
+      opt_state=make_optimizer(config).init(params), psi=psi,
+      lr_psi=jnp.asarray(config.lr_psi, jnp.float32),
+      psi_rejected=jnp.zeros((), jnp.int32),
+      psi_attempted=jnp.zeros((), jnp.int32))
+
+
+class Noise(NamedTuple):
+  coeffs: jax.Array  # c_hat [B, S, M]
+  eps: jax.Array  # [B, S, d]
+  gamma: jax.Array
+
+
+class Terms(NamedTuple):
+  """Batch means of each objective term (weights applied)."""
+
+  recon: jax.Array
+  log_q: jax.Array
+  log_p: jax.Array
+  frobenius: jax.Array
+
+  @property
+  def transport_part(self):
+    return self.log_q - self.log_p + self.frobenius
+
+  @property
+  def total(self):
+    return self.recon + self.transport_part
+
+
+class Model(NamedTuple):
+  """The networks and settings a step needs (static under ``jit``)."""
+
+  config: Config
+  encoder: MLPEncoder
+  decoder: MLPDecoder
+
+  @classmethod
+  def create(cls, config: Config, data_dim: int) -> "Model":
+    return cls(config, *_networks(config, data_dim))
+
+  def encode(self, params, x):
+    """Latent codes on the inference scale, ``f(x) / latent_scale``."""
+    code = self.encoder.apply({"params": params["encoder"]}, x)
+    return code / self.config.latent_scale
+
+  def decode(self, params, w):
+    """Decodes points on the inference scale: ``g(latent_scale * w)``."""
+    return self.decoder.apply({"params": params["decoder"]},
+                              w * self.config.latent_scale)
+
+
+def sample_posterior_latents(psi, mu, noise: Noise):
+  """``z = T_psi(c_hat) mu + gamma eps``: ``mu [B, d] -> [B, S, d]``."""
+  return transport(psi, noise.coeffs, mu[:, None, :]) + noise.gamma * noise.eps
+
+
+def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
+  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) inference, one solve.
+
+  Args:
+    model: the model (for its config).
+    psi: ``[M, d, d]``.
+    mu: encodings ``[B, d]``.
+    anchors: encoded anchors of each sample's class, ``[B, A, d]``.
+    z: samples ``[B, S, d]``.
+    key: random key for the starts.
+
+  Returns:
+    An ``InferenceResult`` over pairs ``[B, S, 1 + A]``: index 0 is the
+    posterior pair, ``1..A`` the anchors.
+  """
+  cfg = model.config
+  batch, samples, dim = z.shape
+  num_anchors = anchors.shape[1]
+  z0 = jnp.concatenate([
+      jnp.broadcast_to(mu[:, None, None, :], (batch, samples, 1, dim)),
+      jnp.broadcast_to(anchors[:, None], (batch, samples, num_anchors, dim)),
+  ], axis=2)
+  l1 = jnp.concatenate([jnp.full((1,), cfg.zeta_q),
+                        jnp.full((num_anchors,), cfg.zeta_p)])
+  return infer_coefficients(
+      psi, z0, z[:, :, None, :], l1_weight=l1.astype(z.dtype), key=key,
+      num_restarts=cfg.num_restarts, init_range=cfg.init_range,
+      max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
+
+
+def objective_terms(model: Model, params, psi, batch, noise: Noise,
+                    inferred, phase: Phase) -> Terms:
+  """Weighted batch means of the loss terms at fixed noise and coefficients."""
+  cfg = model.config
+  on = jnp.where(phase.warmup, 0.0, 1.0)  # warm-up: reconstruction only
+  mu = model.encode(params, batch["x"])
+  anchors = model.encode(params, params["anchors"][batch["label"]])
+  z = sample_posterior_latents(psi, mu, noise)
+  x_hat = model.decode(params, z)
+  recon = reconstruction_error(batch["x"][:, None, :], x_hat)
+  coeffs = jax.lax.stop_gradient(inferred.coeffs)
+  log_q = posterior_log_density(psi, coeffs[:, :, 0], mu[:, None, :], z,
+                                cfg.zeta2, cfg.zeta3)
+  log_p = prior_log_density(
+      psi, coeffs[:, :, 1:], anchors[:, None], z,
+      cfg.zeta4 * phase.prior_factor, cfg.zeta5 * phase.prior_factor,
+      closest=cfg.closest_anchor, inference_objective=inferred.objective[:, :, 1:])
+  return Terms(
+      recon=cfg.zeta1 * phase.recon_factor * jnp.mean(recon),
+      log_q=on * jnp.mean(log_q),
+      log_p=on * jnp.mean(log_p),
+      frobenius=on * frobenius_penalty(psi, cfg.eta))
+
+
+def _draw_noise(key, config: Config, phase: Phase, batch_size: int) -> Noise:
+  k_c, k_e = jax.random.split(key)
+  shape = (batch_size, config.num_samples)
+  scale = jnp.where(phase.warmup, WARMUP_LAPLACE_SCALE, 1.0 / config.zeta3)
+  return Noise(
+      coeffs=sample_laplace(k_c, shape + (config.num_ops,), scale),
+      eps=jax.random.normal(k_e, shape + (config.latent_dim,)),
+      gamma=jnp.where(phase.warmup, 0.0, config.gamma))
+
+
+def _select(flag, new, old):
+  return jax.tree_util.tree_map(lambda a, b: jnp.where(flag, a, b), new, old)
+
+
+def _psi_update(state: TrainState, psi_new, accept, update, config: Config):
+  """Accept/reject bookkeeping of the ``Psi`` step."""
+  grow = jnp.minimum(state.lr_psi / PSI_RATE_FACTOR, config.max_lr_psi)
+  lr = jnp.where(update, jnp.where(accept, grow, state.lr_psi * PSI_RATE_FACTOR),
+                 state.lr_psi)
+  if config.psi_lr_decay_start >= 0:
+    lr = jnp.where(state.step >= config.psi_lr_decay_start, lr * PSI_LATE_DECAY, lr)
+  return (jnp.where(update & accept, psi_new, state.psi), lr,
+          state.psi_rejected + (update & ~accept).astype(jnp.int32),
+          state.psi_attempted + update.astype(jnp.int32))
+
+
+def make_train_step(model: Model):
+  """Builds the jitted ``train_step(state, batch, key) -> (state, metrics)``.
+
+  ``batch`` is ``{"x": [B, D], "label": [B] int}``; labels pick each sample's
+  anchors from ``params["anchors"][label]``.
+  """
+  cfg = model.config
+  optimizer = make_optimizer(cfg)
+
+  def train_step(state: TrainState, batch, key):
+    phase = phase_of(state.step, cfg)
+    k_noise, k_inf = jax.random.split(key)
+    noise = _draw_noise(k_noise, cfg, phase, batch["x"].shape[0])
+    mu = model.encode(state.params, batch["x"])
+    anchors = model.encode(state.params, state.params["anchors"][batch["label"]])
+    z = sample_posterior_latents(state.psi, mu, noise)
+    args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
+    inferred = jax.lax.cond(
+        phase.warmup,
+        lambda: jax.tree_util.tree_map(
+            jnp.zeros_like,
+            jax.eval_shape(lambda: infer_step_coefficients(model, *args, k_inf))),
+        lambda: infer_step_coefficients(model, *args, k_inf))
+
+    def loss(params, psi):
+      terms = objective_terms(model, params, psi, batch, noise, inferred, phase)
+      return terms.total, terms
+
+    (_, terms), (g_params, g_psi) = jax.value_and_grad(
+        loss, argnums=(0, 1), has_aux=True)(state.params, state.psi)
+    updates, opt_state = optimizer.update(g_params, state.opt_state, state.params)
+    params = _select(phase.update_net, optax.apply_updates(state.params, updates),
+                     state.params)
+    opt_state = _select(phase.update_net, opt_state, state.opt_state)
+
+    psi_new = state.psi - state.lr_psi * g_psi
+    new_part = jax.lax.cond(
+        phase.update_psi,
+        lambda: objective_terms(model, state.params, psi_new, batch, noise,
+                                inferred, phase).transport_part,
+        lambda: terms.transport_part)
+    accept = jnp.isfinite(new_part) & (new_part <= terms.transport_part)
+    psi, lr_psi, rejected, attempted = _psi_update(
+        state, psi_new, accept, phase.update_psi, cfg)
+    new_state = state.replace(
+        step=state.step + 1, params=params, opt_state=opt_state, psi=psi,
+        lr_psi=lr_psi, psi_rejected=rejected, psi_attempted=attempted)
+    metrics = {
+        "loss": terms.total, "recon": terms.recon, "log_q": terms.log_q,
+        "log_p": terms.log_p, "frobenius": terms.frobenius, "lr_psi": lr_psi,
+        "psi_rejected": rejected, "psi_accepted": phase.update_psi & accept,
+        "inference_iters": jnp.mean(inferred.num_iter.astype(jnp.float32)),
+        "inference_converged": jnp.mean(inferred.converged.astype(jnp.float32)),
+    }
+    return new_state, metrics
+
+  return jax.jit(train_step)
