@@ -98,3 +98,11 @@ def test_figures_are_closed(tmp_path, rng):
   before = len(plt.get_fignums())
   plotting.plot_operator_magnitudes(tmp_path / "m.png", rng.uniform(size=3))
   assert len(plt.get_fignums()) == before
+
+
+def test_orbits_with_diverging_and_nan_points(tmp_path, rng):
+  orbits = rng.normal(size=(1, 2, 10, 2))
+  orbits[0, 0, -1] = 1e6
+  orbits[0, 1, -1] = np.nan
+  out = plotting.plot_orbits(tmp_path / "o.png", rng.normal(size=(30, 2)), orbits)
+  _assert_png(out)

@@ -143,7 +143,7 @@ def plot_ground_truth(path, pos, colour, title="ground truth", colour_label=""):
   return _save(fig, path)
 
 
-def _orbit_limits(latents, orbits, max_zoom_out=1.0):
+def _orbit_limits(latents, orbits, max_zoom_out=0.5):
   """Square view ``(lo [2], hi [2])`` around the encodings, grown toward the orbits.
 
   The view covers the encodings' box padded by 10% and extends to cover the
@@ -274,10 +274,12 @@ def plot_posterior_contour(
   )
   latents, center = np.asarray(latents), np.asarray(center)
   grid_x, grid_y = np.asarray(grid_x), np.asarray(grid_y)
-  fig, axes = plt.subplots(1, 3, figsize=(3 * (_PANEL + 0.8), _PANEL))
+  fig, axes = plt.subplots(
+    1, 3, figsize=(3 * (_PANEL + 0.8), _PANEL), layout="constrained"
+  )
   for ax, (title, values) in zip(axes, panels, strict=True):
     cs = ax.contourf(grid_x, grid_y, np.asarray(values), levels=20, cmap="viridis")
-    fig.colorbar(cs, ax=ax, fraction=0.046, pad=0.04)
+    fig.colorbar(cs, ax=ax, shrink=0.8)
     ax.scatter(latents[:, 0], latents[:, 1], s=3, c="k", linewidths=0)
     ax.plot(center[0], center[1], "x", ms=12, mew=3, color="red")
     ax.set(

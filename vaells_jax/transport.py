@@ -107,5 +107,6 @@ def transport_path(psi, coeffs, z0, ts):
   ts = jnp.atleast_1d(jnp.asarray(ts))
   if ts.ndim != 1:
     raise ValueError(f"ts must be 1-D [T], got shape {ts.shape}.")
-  scaled = ts.reshape((-1,) + (1,) * jnp.ndim(coeffs)) * coeffs
+  batch_ndim = len(jnp.broadcast_shapes(jnp.shape(coeffs)[:-1], jnp.shape(z0)[:-1]))
+  scaled = ts.reshape((-1,) + (1,) * (batch_ndim + 1)) * coeffs
   return _transport(psi, scaled, z0)

@@ -1,0 +1,1 @@
+"""Paper configurations, one module per experiment, each with ``get_config()``."""

@@ -1,0 +1,177 @@
+"""Evaluation of a trained model on its synthetic data: metrics, figures, summary.md."""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vaells_jax import evaluation, plotting
+from vaells_jax.inference import infer_coefficients
+from vaells_jax.transport import transport, transport_path
+
+__all__ = ["evaluate_and_report", "operator_orbits"]
+
+NUM_PRIOR_SAMPLES = 200  # per anchor
+NUM_PATHS = 20
+PATH_POINTS = 30
+ORBIT_POINTS = 100
+CONTOUR_GRID = 41
+
+
+def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
+  """Orbits ``expm(t psi_m) s`` of each operator from each start.
+
+  ``t`` spans ``[-pi, pi] / rho_m`` (``rho_m``: largest eigenvalue modulus of
+  ``psi_m``), a full turn for a rotation; points farther than ``max_norm``
+  from the origin are set to NaN.
+
+  Args:
+    psi: ``[M, d, d]``.
+    starts: ``[S, d]``.
+    max_norm: cut-off radius.
+    num_points: points per orbit.
+
+  Returns:
+    ``[M, S, T, d]``.
+  """
+  psi = np.asarray(psi)
+  num_ops = psi.shape[0]
+  rho = np.maximum(np.abs(np.linalg.eigvals(psi)).max(axis=-1), 1e-6)
+  ts = np.linspace(-1.0, 1.0, num_points)
+  orbits = []
+  for m in range(num_ops):
+    coeffs = np.eye(num_ops)[m] * np.pi / rho[m]
+    path = np.asarray(transport_path(psi, coeffs, jnp.asarray(starts), ts))
+    orbits.append(np.swapaxes(path, 0, 1))  # [S, T, d]
+  orbits = np.stack(orbits)
+  too_far = np.linalg.norm(orbits, axis=-1) > max_norm
+  return np.where(too_far[..., None], np.nan, orbits)
+
+
+def _same_class_pairs(labels, num, rng):
+  pairs = []
+  while len(pairs) < num:
+    i, j = rng.choice(len(labels), 2, replace=False)
+    if labels[i] == labels[j]:
+      pairs.append((i, j))
+  return np.asarray(pairs)
+
+
+def _posterior_contour(trained, center, latents):
+  """Posterior terms on a grid around the encodings (paper appendix C)."""
+  cfg = trained.config
+  lo, hi = latents.min(axis=0), latents.max(axis=0)
+  pad = 0.15 * (hi - lo)
+  gx = np.linspace(lo[0] - pad[0], hi[0] + pad[0], CONTOUR_GRID)
+  gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], CONTOUR_GRID)
+  grid = np.stack(np.meshgrid(gx, gy), axis=-1) / cfg.latent_scale  # [G2, G1, 2]
+  start = jnp.asarray(center) / cfg.latent_scale
+  result = infer_coefficients(
+      trained.psi, start, jnp.asarray(grid, jnp.float32), l1_weight=cfg.zeta_q,
+      key=jax.random.PRNGKey(0), num_restarts=cfg.num_restarts,
+      init_range=cfg.init_range, max_iter=cfg.inference_max_iter,
+      tol=cfg.inference_tol)
+  residual = grid - np.asarray(transport(trained.psi, result.coeffs, start))
+  data_term = -0.5 * cfg.zeta2 * np.sum(residual**2, axis=-1)
+  coeff_term = -cfg.zeta3 * np.sum(np.abs(np.asarray(result.coeffs)), axis=-1)
+  return gx, gy, data_term, coeff_term
+
+
+def evaluate_and_report(trained, workdir, summary) -> dict:
+  """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
+
+  Returns:
+    The metrics (also merged into ``summary.md`` with ``summary``).
+  """
+  workdir = pathlib.Path(workdir)
+  data, cfg = trained.data, trained.config
+  rng = np.random.default_rng(cfg.seed)
+  key = jax.random.PRNGKey(cfg.seed + 2)
+  latents = np.asarray(trained.encode(data.x_test))
+  anchors = np.asarray(trained.anchors_latent)  # [C, A, d]
+  flat_anchors = anchors.reshape(-1, anchors.shape[-1])
+  max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
+  metrics = {"knn_class_accuracy": evaluation.knn_class_accuracy(
+      latents, data.labels_test)}
+
+  k_prior, k_path = jax.random.split(key)
+  prior = np.asarray(trained._sample_around(
+      k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES))  # [K, S, d]
+  decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
+  metrics["sample_manifold_distance"] = evaluation.manifold_distance(
+      decoded, data.manifold, data.noise_std)
+
+  magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
+  orbits = operator_orbits(trained.psi, anchors[:, 0], max_norm)
+  dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
+  metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
+      dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
+
+  pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
+  ts = np.linspace(0.0, 1.0, PATH_POINTS)
+  paths = np.swapaxes(np.asarray(trained.infer_path(
+      latents[pairs[:, 0]], latents[pairs[:, 1]], ts, key=k_path)), 0, 1)
+  lines = (latents[pairs[:, 0], None] * (1 - ts[:, None])
+           + latents[pairs[:, 1], None] * ts[:, None])
+  metrics["path_manifold_distance"] = evaluation.latent_path_distance(paths, latents)
+  metrics["linear_path_manifold_distance"] = evaluation.latent_path_distance(
+      lines, latents)
+  metrics["operator_magnitudes"] = magnitudes.tolist()
+
+  if latents.shape[-1] == 2:
+    _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes)
+  _write_markdown(workdir, {**summary, **metrics}, cfg)
+  return metrics
+
+
+def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes):
+  data = trained.data
+  flat = anchors.reshape(-1, 2)
+  plotting.plot_ground_truth(workdir / "ground_truth.png", data.pos_test,
+                             data.labels_test if data.num_classes > 1 else data.t_test)
+  plotting.plot_latent_embedding(workdir / "latent_by_class.png", latents,
+                                 data.labels_test, flat, "VAELLS latent space",
+                                 "class")
+  plotting.plot_latent_embedding(workdir / "latent_by_position.png", latents,
+                                 data.t_test, flat, "coloured by ground truth",
+                                 "curve parameter")
+  plotting.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
+  plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior, flat)
+  plotting.plot_paths(workdir / "paths.png", latents, paths)
+  center = latents[0]
+  gx, gy, data_term, coeff_term = _posterior_contour(trained, center, latents)
+  plotting.plot_posterior_contour(workdir / "posterior_contour.png", gx, gy,
+                                  data_term, coeff_term, data_term + coeff_term,
+                                  center, latents)
+  plotting.plot_operator_magnitudes(workdir / "operator_magnitudes.png", magnitudes)
+
+
+FIGURES = (
+    ("ground_truth.png", "Ground-truth latent structure"),
+    ("latent_by_class.png", "Encoded test points by class, anchors as x"),
+    ("latent_by_position.png", "Encoded test points by ground-truth position"),
+    ("orbits.png", "Orbit of each operator"),
+    ("prior_samples.png", "Prior samples around each anchor"),
+    ("paths.png", "Inferred transport paths vs straight lines"),
+    ("posterior_contour.png", "Posterior contours (appendix C)"),
+    ("operator_magnitudes.png", "Operator magnitudes"),
+)
+
+
+def _write_markdown(workdir, numbers, cfg):
+  lines = ["# VAELLS run summary", "", "| metric | value |", "|---|---|"]
+  for key, value in numbers.items():
+    if isinstance(value, float):
+      value = f"{value:.4g}"
+    elif isinstance(value, list):
+      value = ", ".join(f"{v:.3g}" for v in value)
+    lines.append(f"| {key} | {value} |")
+  lines += ["", f"Config: steps={cfg.num_steps}, batch={cfg.batch_size}, "
+            f"M={cfg.num_ops}, seed={cfg.seed} (full config in config.json).", ""]
+  for name, caption in FIGURES:
+    if (workdir / name).exists():
+      lines += [f"## {caption}", "", f"![{caption}]({name})", ""]
+  (workdir / "summary.md").write_text("\n".join(lines))
