@@ -47,7 +47,8 @@ class Config:
   prior_weight_net: float = 1.0  # factor on zeta4, zeta5 in network steps
   recon_weight_psi: float = 1.0  # factor on zeta1 in Psi steps
   num_restarts: int = 1
-  init_range: tuple[float, float] = (-2.5, 2.5)
+  init_range: tuple[float, float] = (-2.5, 2.5)  # prior inference starts
+  posterior_init_range: tuple[float, float] = (0.0, 1.0)
   inference_max_iter: int = 100
   inference_tol: float = 1e-4
   closest_anchor: bool = False
@@ -73,10 +74,11 @@ class Config:
     if not self.lr_psi <= self.max_lr_psi:
       raise ValueError(f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
                        f"({self.max_lr_psi}).")
-    lo, hi = self.init_range
-    if not lo <= hi:
-      raise ValueError(f"config.init_range must be (lo, hi) with lo <= hi, got "
-                       f"{self.init_range}.")
+    for name in ("init_range", "posterior_init_range"):
+      lo, hi = getattr(self, name)
+      if not lo <= hi:
+        raise ValueError(f"config.{name} must be (lo, hi) with lo <= hi, got "
+                         f"{getattr(self, name)}.")
 
 
 def _parse(value: str, current: Any) -> Any:

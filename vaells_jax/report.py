@@ -21,17 +21,19 @@ ORBIT_POINTS = 100
 CONTOUR_GRID = 41
 
 
-def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
+def operator_orbits(psi, starts, max_norm, coeff_range, num_points=ORBIT_POINTS):
   """Orbits ``expm(t psi_m) s`` of each operator from each start.
 
-  ``t`` spans ``[-pi, pi] / rho_m`` (``rho_m``: largest eigenvalue modulus of
-  ``psi_m``), a full turn for a rotation; points farther than ``max_norm``
-  from the origin are set to NaN.
+  ``t`` spans ``[-coeff_range, coeff_range]`` (the report uses ``3 b``, where
+  95% of the Laplace prior's coefficients lie), so an orbit shows how far the
+  operator as learned moves points; points farther than ``max_norm`` from the
+  origin are set to NaN.
 
   Args:
     psi: ``[M, d, d]``.
     starts: ``[S, d]``.
     max_norm: cut-off radius.
+    coeff_range: largest coefficient magnitude.
     num_points: points per orbit.
 
   Returns:
@@ -39,14 +41,10 @@ def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
   """
   psi = np.asarray(psi)
   num_ops = psi.shape[0]
-  rho = np.maximum(np.abs(np.linalg.eigvals(psi)).max(axis=-1), 1e-6)
-  ts = np.linspace(-1.0, 1.0, num_points)
-  orbits = []
-  for m in range(num_ops):
-    coeffs = np.eye(num_ops)[m] * np.pi / rho[m]
-    path = np.asarray(transport_path(psi, coeffs, jnp.asarray(starts), ts))
-    orbits.append(np.swapaxes(path, 0, 1))  # [S, T, d]
-  orbits = np.stack(orbits)
+  ts = np.linspace(-coeff_range, coeff_range, num_points)
+  paths = [transport_path(psi, np.eye(num_ops)[m], jnp.asarray(starts), ts)
+           for m in range(num_ops)]
+  orbits = np.swapaxes(np.stack([np.asarray(p) for p in paths]), 1, 2)
   too_far = np.linalg.norm(orbits, axis=-1) > max_norm
   return np.where(too_far[..., None], np.nan, orbits)
 
@@ -105,7 +103,9 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
       decoded, data.manifold, data.noise_std)
 
   magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
-  orbits = operator_orbits(trained.psi, anchors[:, 0], max_norm)
+  scale = cfg.latent_scale
+  orbits = scale * operator_orbits(trained.psi, anchors[:, 0] / scale,
+                                   max_norm / scale, 3.0 / cfg.zeta3)
   dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
   metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
       dominant[np.all(np.isfinite(dominant), axis=-1)], latents)

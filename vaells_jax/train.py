@@ -7,7 +7,8 @@ infers the posterior and prior coefficients (constants), and takes
 * an Adam step on the networks and anchors (optax ``multi_transform``), and/or
 * an accept/reject gradient step on ``Psi``: accepted when the
   transport-operator part of the objective (posterior + prior + Frobenius
-  terms), re-evaluated at the new ``Psi`` with the same noise and coefficients,
+  terms), re-evaluated at the new ``Psi`` with the same samples ``z`` and
+  coefficients,
   is finite and not larger; the rate then grows by ``1/0.99`` (capped),
   otherwise ``Psi`` is kept and the rate shrinks by ``0.99``.
 
@@ -196,8 +197,19 @@ def sample_posterior_latents(psi, mu, noise: Noise):
   return transport(psi, noise.coeffs, mu[:, None, :]) + noise.gamma * noise.eps
 
 
+class StepInference(NamedTuple):
+  """Inferred coefficients of one step (constants for the gradient)."""
+
+  posterior: Any  # InferenceResult over [B, S]: f(x) -> z
+  prior: Any  # InferenceResult over [B, S, A]: anchor_i -> z
+
+
 def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
-  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) inference, one solve.
+  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) coefficient inference.
+
+  As in the reference code, the posterior pair starts once from
+  ``U[posterior_init_range]``; each anchor pair runs ``num_restarts`` starts
+  from ``init_range`` (shifted by its width per restart).
 
   Args:
     model: the model (for its config).
@@ -208,41 +220,43 @@ def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
     key: random key for the starts.
 
   Returns:
-    An ``InferenceResult`` over pairs ``[B, S, 1 + A]``: index 0 is the
-    posterior pair, ``1..A`` the anchors.
+    A :class:`StepInference`.
   """
   cfg = model.config
-  batch, samples, dim = z.shape
-  num_anchors = anchors.shape[1]
-  z0 = jnp.concatenate([
-      jnp.broadcast_to(mu[:, None, None, :], (batch, samples, 1, dim)),
-      jnp.broadcast_to(anchors[:, None], (batch, samples, num_anchors, dim)),
-  ], axis=2)
-  l1 = jnp.concatenate([jnp.full((1,), cfg.zeta_q),
-                        jnp.full((num_anchors,), cfg.zeta_p)])
-  return infer_coefficients(
-      psi, z0, z[:, :, None, :], l1_weight=l1.astype(z.dtype), key=key,
-      num_restarts=cfg.num_restarts, init_range=cfg.init_range,
-      max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
+  k_post, k_prior = jax.random.split(key)
+  settings = dict(max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
+  posterior = infer_coefficients(
+      psi, mu[:, None, :], z, l1_weight=cfg.zeta_q, key=k_post,
+      init_range=cfg.posterior_init_range, **settings)
+  prior = infer_coefficients(
+      psi, anchors[:, None], z[:, :, None, :], l1_weight=cfg.zeta_p,
+      key=k_prior, num_restarts=cfg.num_restarts, init_range=cfg.init_range,
+      **settings)
+  return StepInference(posterior, prior)
 
 
 def objective_terms(model: Model, params, psi, batch, noise: Noise,
-                    inferred, phase: Phase) -> Terms:
-  """Weighted batch means of the loss terms at fixed noise and coefficients."""
+                    inferred, phase: Phase, z=None) -> Terms:
+  """Weighted batch means of the loss terms at fixed noise and coefficients.
+
+  ``z`` (``[B, S, d]``) defaults to ``T_psi(c_hat) f(x) + gamma eps`` computed
+  from ``params`` and ``psi`` (so gradients flow through the sample); pass the
+  samples explicitly to evaluate the objective at the same samples.
+  """
   cfg = model.config
   on = jnp.where(phase.warmup, 0.0, 1.0)  # warm-up: reconstruction only
   mu = model.encode(params, batch["x"])
   anchors = model.encode(params, params["anchors"][batch["label"]])
-  z = sample_posterior_latents(psi, mu, noise)
+  if z is None:
+    z = sample_posterior_latents(psi, mu, noise)
   x_hat = model.decode(params, z)
   recon = reconstruction_error(batch["x"][:, None, :], x_hat)
-  coeffs = jax.lax.stop_gradient(inferred.coeffs)
-  log_q = posterior_log_density(psi, coeffs[:, :, 0], mu[:, None, :], z,
-                                cfg.zeta2, cfg.zeta3)
+  log_q = posterior_log_density(psi, inferred.posterior.coeffs, mu[:, None, :],
+                                z, cfg.zeta2, cfg.zeta3)
   log_p = prior_log_density(
-      psi, coeffs[:, :, 1:], anchors[:, None], z,
+      psi, inferred.prior.coeffs, anchors[:, None], z,
       cfg.zeta4 * phase.prior_factor, cfg.zeta5 * phase.prior_factor,
-      closest=cfg.closest_anchor, inference_objective=inferred.objective[:, :, 1:])
+      closest=cfg.closest_anchor, inference_objective=inferred.prior.objective)
   return Terms(
       recon=cfg.zeta1 * phase.recon_factor * jnp.mean(recon),
       log_q=on * jnp.mean(log_q),
@@ -315,8 +329,9 @@ def make_train_step(model: Model):
     new_part = jax.lax.cond(
         phase.update_psi,
         lambda: objective_terms(model, state.params, psi_new, batch, noise,
-                                inferred, phase).transport_part,
+                                inferred, phase, z=args[3]).transport_part,
         lambda: terms.transport_part)
+    # Same samples z as the current objective (paper Algorithm 1), new Psi.
     accept = jnp.isfinite(new_part) & (new_part <= terms.transport_part)
     psi, lr_psi, rejected, attempted = _psi_update(
         state, psi_new, accept, phase.update_psi, cfg)
@@ -327,8 +342,9 @@ def make_train_step(model: Model):
         "loss": terms.total, "recon": terms.recon, "log_q": terms.log_q,
         "log_p": terms.log_p, "frobenius": terms.frobenius, "lr_psi": lr_psi,
         "psi_rejected": rejected, "psi_accepted": phase.update_psi & accept,
-        "inference_iters": jnp.mean(inferred.num_iter.astype(jnp.float32)),
-        "inference_converged": jnp.mean(inferred.converged.astype(jnp.float32)),
+        "inference_iters": jnp.mean(inferred.prior.num_iter.astype(jnp.float32)),
+        "inference_converged": jnp.mean(
+            inferred.prior.converged.astype(jnp.float32)),
     }
     return new_state, metrics
 

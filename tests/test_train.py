@@ -1,0 +1,109 @@
+"""The training step: finiteness, which groups move in each phase, Psi accept/reject."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vaells_jax.config import Config, override
+from vaells_jax.data.synthetic import make_concentric
+from vaells_jax.train import Model, init_state, make_train_step, phase_of
+
+DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
+BASE = Config(num_steps=10, batch_size=8, hidden=(16,), num_ops=2,
+              inference_max_iter=20, warmup_steps=2, alternate=True, net_steps=2,
+              psi_steps=2)
+
+
+def _setup(config=BASE):
+  model = Model.create(config, DATA.data_dim)
+  state = init_state(jax.random.PRNGKey(0), config, DATA.anchors, DATA.data_dim)
+  batch = {"x": jnp.asarray(DATA.x_train[:config.batch_size], jnp.float32),
+           "label": jnp.asarray(DATA.labels_train[:config.batch_size])}
+  return model, state, make_train_step(model), batch
+
+
+def _changed(a, b):
+  return any(not np.array_equal(x, y) for x, y in zip(jax.tree_util.tree_leaves(a),
+                                                      jax.tree_util.tree_leaves(b)))
+
+
+def test_phase_schedule():
+  phases = [phase_of(s, BASE) for s in range(8)]
+  warm = [bool(p.warmup) for p in phases]
+  net = [bool(p.update_net) for p in phases]
+  psi = [bool(p.update_psi) for p in phases]
+  assert warm == [True, True, False, False, False, False, False, False]
+  assert net == [True, True, True, True, False, False, True, True]
+  assert psi == [False, False, False, False, True, True, False, False]
+  no_alt = dataclasses.replace(BASE, alternate=False, warmup_steps=0)
+  p = phase_of(3, no_alt)
+  assert bool(p.update_net) and bool(p.update_psi)
+  assert float(p.prior_factor) == no_alt.prior_weight_net
+
+
+def test_each_phase_moves_the_right_groups():
+  _, state, step, batch = _setup()
+  key = jax.random.PRNGKey(1)
+  for i in range(6):
+    phase = phase_of(i, BASE)
+    new, metrics = step(state, batch, jax.random.fold_in(key, i))
+    assert all(np.isfinite(float(v)) for v in metrics.values()), metrics
+    nets_moved = _changed((new.params["encoder"], new.params["decoder"]),
+                          (state.params["encoder"], state.params["decoder"]))
+    assert nets_moved == bool(phase.update_net), i
+    if bool(phase.warmup):  # reconstruction only: no prior gradient on anchors
+      assert not _changed(new.params["anchors"], state.params["anchors"])
+    if bool(phase.update_psi):
+      assert int(new.psi_attempted) == int(state.psi_attempted) + 1
+      assert _changed(new.psi, state.psi) == bool(metrics["psi_accepted"])
+      assert float(new.lr_psi) != float(state.lr_psi)
+    else:
+      assert not _changed(new.psi, state.psi)
+      assert float(new.lr_psi) == float(state.lr_psi)
+      assert not _changed(new.opt_state, state.opt_state) or bool(phase.update_net)
+    if not bool(phase.update_net):
+      assert not _changed(new.opt_state, state.opt_state)
+    state = new
+  assert int(state.step) == 6
+
+
+def test_rejected_psi_step_keeps_psi_and_lowers_rate():
+  config = dataclasses.replace(BASE, warmup_steps=0, alternate=False, lr_psi=1e6,
+                               max_lr_psi=1e7)
+  _, state, step, batch = _setup(config)
+  new, metrics = step(state, batch, jax.random.PRNGKey(3))
+  assert not bool(metrics["psi_accepted"])
+  np.testing.assert_array_equal(new.psi, state.psi)
+  np.testing.assert_allclose(float(new.lr_psi), 0.99 * 1e6, rtol=1e-6)
+  assert int(new.psi_rejected) == 1
+
+
+def test_accepted_psi_step_grows_rate_up_to_cap():
+  config = dataclasses.replace(BASE, warmup_steps=0, alternate=False, lr_psi=1e-6,
+                               max_lr_psi=1.001e-6)
+  _, state, step, batch = _setup(config)
+  new, metrics = step(state, batch, jax.random.PRNGKey(3))
+  assert bool(metrics["psi_accepted"])
+  assert _changed(new.psi, state.psi)
+  np.testing.assert_allclose(float(new.lr_psi), 1.001e-6, rtol=1e-6)
+
+
+def test_no_recompilation_across_phases():
+  _, state, step, batch = _setup()
+  for i in range(12):  # warm-up, net and Psi phases, twice round the cycle
+    state, _ = step(state, batch, jax.random.PRNGKey(i))
+  assert step._cache_size() == 1
+
+
+def test_override_parses_and_rejects():
+  cfg = override(BASE, {"num_steps": "7", "alternate": "false",
+                        "hidden": "(8, 8)", "init_range": "-1,1"})
+  assert (cfg.num_steps, cfg.alternate, cfg.hidden, cfg.init_range) == (
+      7, False, (8, 8), (-1.0, 1.0))
+  with pytest.raises(ValueError, match="Did you mean 'num_steps'"):
+    override(BASE, {"num_step": "3"})
+  with pytest.raises(ValueError, match="batch_size"):
+    override(BASE, {"batch_size": "0"})
