@@ -20,7 +20,8 @@ def _np_transport(c, z0):
 
 def test_reconstruction_error():
   x, x_hat = RNG.normal(size=(B, 7)), RNG.normal(size=(B, 7))
-  expected = [0.5 * np.sum((a - b) ** 2) for a, b in zip(x, x_hat)]
+  expected = [0.5 * np.sum((a - b) ** 2)
+              for a, b in zip(x, x_hat, strict=True)]
   np.testing.assert_allclose(objective.reconstruction_error(x, x_hat), expected,
                              rtol=1e-5)
 
@@ -35,9 +36,11 @@ def test_posterior_log_density():
 
 
 def _per_anchor(c, anchors, z, w_data, w_l1):
-  return np.array([[-0.5 * w_data * np.sum((z[b] - _np_transport(c[b, i], anchors[b, i]))
-                                           ** 2) - w_l1 * np.abs(c[b, i]).sum()
-                    for i in range(A)] for b in range(B)])
+  def term(b, i):
+    residual = z[b] - _np_transport(c[b, i], anchors[b, i])
+    return -0.5 * w_data * np.sum(residual**2) - w_l1 * np.abs(c[b, i]).sum()
+
+  return np.array([[term(b, i) for i in range(A)] for b in range(B)])
 
 
 def test_prior_log_density_mixture_and_closest():

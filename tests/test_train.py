@@ -27,7 +27,8 @@ def _setup(config=BASE):
 
 def _changed(a, b):
   return any(not np.array_equal(x, y) for x, y in zip(jax.tree_util.tree_leaves(a),
-                                                      jax.tree_util.tree_leaves(b)))
+                                                      jax.tree_util.tree_leaves(b),
+                                                      strict=True))
 
 
 def test_phase_schedule():

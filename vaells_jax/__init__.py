@@ -3,8 +3,8 @@
 from vaells_jax.expm import expm_small
 from vaells_jax.inference import (
     InferenceResult,
-    inference_objective,
     infer_coefficients,
+    inference_objective,
 )
 from vaells_jax.laplace import laplace_log_prob, sample_laplace
 from vaells_jax.transport import transport, transport_path

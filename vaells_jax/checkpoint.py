@@ -1,4 +1,4 @@
-"""Atomic checkpoints of the training state (msgpack via flax.serialization; no pickle)."""
+"""Atomic checkpoints of the training state (msgpack, flax.serialization; no pickle)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import numpy as np
 from jaxopt.prox import prox_lasso
 
 from vaells_jax.expm import expm_small
-from vaells_jax.transport import check_psi, generator
+from vaells_jax.transport import _transport, check_psi, generator
 
 __all__ = [
     "DEFAULT_MAX_ITER",
@@ -77,6 +77,10 @@ def _safe_value_and_grad(coeffs, psi, z0, z1):
 def inference_objective(psi, coeffs, z0, z1, l1_weight):
   """The inference objective ``1/2 ||z1 - T_psi(c) z0||^2 + l1_weight ||c||_1``.
 
+  Evaluated with :func:`vaells_jax.transport` (``jax.scipy.linalg.expm``), like
+  every other use of the operators; the solver's inner loop uses
+  :func:`vaells_jax.expm_small`, equal to it within rounding.
+
   Args:
     psi: operator dictionary, ``[M, d, d]``.
     coeffs: coefficients, ``[..., M]``.
@@ -87,7 +91,8 @@ def inference_objective(psi, coeffs, z0, z1, l1_weight):
   Returns:
     The objective of each pair, ``[...]`` (all leading shapes broadcast).
   """
-  return _data_term(coeffs, psi, z0, z1) + l1_weight * jnp.sum(
+  residual = z1 - _transport(psi, coeffs, z0)
+  return 0.5 * jnp.sum(residual**2, axis=-1) + l1_weight * jnp.sum(
       jnp.abs(coeffs), axis=-1)
 
 
@@ -131,10 +136,11 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
   ``prox_lasso``, backtracking line search). Restart ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
   lowest final objective wins (a start that diverges to a non-finite
-  objective is replaced by ``c = 0``, reported as not converged). All pairs and restarts run in one vmapped solve,
-  so this works inside ``jit``. The inputs are treated as constants
-  (``stop_gradient``): by Danskin's theorem the gradient of the optimal value is
-  the partial gradient of the objective at ``c*``, so differentiate
+  objective is replaced by ``c = 0``, reported as not converged). All pairs
+  and restarts run in one vmapped solve, so this works inside ``jit``. The
+  inputs are treated as constants (``stop_gradient``): by Danskin's theorem
+  the gradient of the optimal value is the partial gradient of the objective
+  at ``c*``, so differentiate
   :func:`inference_objective` at the returned coefficients instead.
 
   Args:
@@ -189,7 +195,8 @@ def _infer_flat(psi, z0, z1, l1_weight, key, *, num_restarts, init_range,
 
   solver = jaxopt.ProximalGradient(
       fun=_safe_value_and_grad, value_and_grad=True, prox=prox_lasso,
-      acceleration=True, maxiter=max_iter, tol=tol, implicit_diff=False, jit=True, unroll=False)
+      acceleration=True, maxiter=max_iter, tol=tol, implicit_diff=False,
+      jit=True, unroll=False)
 
   def solve_one(c0, a, b, lam):
     params, state = solver.run(c0, lam, psi, a, b)

@@ -44,7 +44,8 @@ def batch_indices(seed: int, step: int, num_points: int, batch_size: int):
 def _log_line(step, metrics, rate):
   return (f"step {step:6d}  loss {metrics['loss']:+.4f}  recon {metrics['recon']:.4f}"
           f"  log_q {metrics['log_q']:+.4f}  log_p {metrics['log_p']:+.4f}"
-          f"  lr_psi {metrics['lr_psi']:.2e}  psi_rejected {int(metrics['psi_rejected'])}"
+          f"  lr_psi {metrics['lr_psi']:.2e}"
+          f"  psi_rejected {int(metrics['psi_rejected'])}"
           f"  inf_iters {metrics['inference_iters']:.1f}  {rate:.1f} steps/s")
 
 

@@ -1,0 +1,150 @@
+"""Tests of ``vaells_jax.expm.expm_small`` against SciPy and JAX."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from vaells_jax import expm_small
+from vaells_jax.expm import MAX_SQUARINGS
+
+NORMS = (1e-3, 1e-2, 1e-1, 1.0, 3.0, 10.0, 30.0, 100.0)
+PER_NORM = 3
+# Error relative to the largest entry of the exact exponential.
+TOLERANCE = {"float32": 2e-5, "float64": 1e-12}
+# The largest 1-norm expm_small handles (see expm.py).
+NORM_LIMIT = 0.5 * 2.0**MAX_SQUARINGS
+
+
+def _test_matrices(dim, seed):
+  """Random ``[len(NORMS) * PER_NORM, d, d]`` float64 matrices.
+
+  Each is a Gaussian matrix shifted so that its spectral abscissa is 0 and
+  scaled to a 1-norm from ``NORMS``. The shift keeps ``expm`` of order 1 even
+  for ``||A||_1 = 100`` (otherwise it overflows float32), so the error relative
+  to its largest entry measures the algorithm, not the conditioning.
+  """
+  rng = np.random.default_rng(seed)
+  mats = []
+  for norm in NORMS:
+    for _ in range(PER_NORM):
+      a = rng.standard_normal((dim, dim))
+      a -= np.linalg.eigvals(a).real.max() * np.eye(dim)
+      mats.append(a * (norm / np.abs(a).sum(axis=-2).max()))
+  return np.stack(mats)
+
+
+def _relative_errors(result, reference):
+  """Per-matrix max abs error over the max abs entry of ``reference``."""
+  result = np.asarray(result, np.float64)
+  scale = np.abs(reference).max(axis=(-2, -1))
+  return np.abs(result - reference).max(axis=(-2, -1)) / scale
+
+
+def _assert_small(errors, tol):
+  """Asserts all errors are below ``tol``, naming the worst matrix's norm."""
+  worst = int(np.argmax(errors))
+  assert errors[worst] <= tol, (
+      f"relative error {errors[worst]:.3g} > {tol:.1g} for the matrix with "
+      f"||A||_1 = {NORMS[worst // PER_NORM]}")
+
+
+@pytest.mark.parametrize("dim", [2, 3, 10])
+def test_expm_small_matches_scipy_and_jax(dim):
+  mats = _test_matrices(dim, seed=dim)
+  exact = np.stack([scipy.linalg.expm(a) for a in mats])
+  with jax.enable_x64(True):
+    # JAX's expm in float64 is the JAX reference for both dtypes: its float32
+    # result alone can be off by ~1e-4 for 2x2 matrices of norm ~30.
+    jax_exact = np.asarray(jax.scipy.linalg.expm(jnp.asarray(mats)))
+    expm_jit = jax.jit(expm_small)
+    results = {dtype: expm_jit(jnp.asarray(mats, dtype))
+               for dtype in ("float32", "float64")}
+  for dtype, result in results.items():
+    assert result.dtype == jnp.dtype(dtype)
+    assert result.shape == mats.shape
+    _assert_small(_relative_errors(result, exact), TOLERANCE[dtype])
+    _assert_small(_relative_errors(result, jax_exact), TOLERANCE[dtype])
+
+
+def test_expm_small_default_dtype_and_unbatched():
+  a = np.array([[0.1, -0.4], [0.3, 0.2]])
+  result = expm_small(a.astype(np.float32))
+  assert result.dtype == jnp.float32
+  assert result.shape == (2, 2)
+  np.testing.assert_allclose(np.asarray(result), scipy.linalg.expm(a),
+                             rtol=1e-6)
+
+
+def _weighted_loss(expm_fn, weights):
+  """``A -> sum(W * expm(A) + expm(A)^2 / 2)``, a generic scalar of expm."""
+
+  def loss(a):
+    e = expm_fn(a)
+    return jnp.sum(jnp.asarray(weights) * e + 0.5 * e**2)
+
+  return loss
+
+
+def test_expm_small_gradient_matches_jax_expm():
+  mats = _test_matrices(3, seed=13)[::2]
+  weights = np.random.default_rng(3).standard_normal(mats.shape)
+  with jax.enable_x64(True):
+    a = jnp.asarray(mats)
+    grad = jax.jit(jax.grad(_weighted_loss(expm_small, weights)))(a)
+    expected = jax.jit(
+        jax.grad(_weighted_loss(jax.scipy.linalg.expm, weights)))(a)
+    grad, expected = np.asarray(grad), np.asarray(expected)
+  assert np.all(np.isfinite(grad))
+  scale = np.abs(expected).max(axis=(-2, -1), keepdims=True)
+  np.testing.assert_array_less(np.abs(grad - expected) / scale, 1e-10)
+
+
+def test_expm_small_gradient_matches_scipy_frechet():
+  # grad_A sum(G * expm(A)) = L_expm(A^T, G), the adjoint Frechet derivative.
+  # The zero matrix checks that the kink of the norm at 0 gives no NaN.
+  mats = np.concatenate([np.zeros((1, 10, 10)), _test_matrices(10, seed=20)])
+  weights = np.random.default_rng(4).standard_normal(mats.shape)
+  with jax.enable_x64(True):
+    grad = jax.jit(jax.grad(_weighted_loss(expm_small, weights)))(
+        jnp.asarray(mats))
+    grad = np.asarray(grad)
+  for a, w, g in zip(mats, weights, grad, strict=True):
+    upstream = w + scipy.linalg.expm(a)
+    expected = scipy.linalg.expm_frechet(a.T, upstream, compute_expm=False)
+    np.testing.assert_allclose(g, expected, rtol=0,
+                               atol=1e-10 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_expm_small_is_nan_beyond_squaring_limit(dtype):
+  # 2x2 rotation generators with 1-norm t: expm is a rotation by t, so it is
+  # well conditioned and only the squaring limit decides NaN or not.
+  generator = np.array([[0.0, -1.0], [1.0, 0.0]])
+  angles = np.array([1.0, 0.99 * NORM_LIMIT, NORM_LIMIT, 1.01 * NORM_LIMIT,
+                     10 * NORM_LIMIT])
+  with jax.enable_x64(True):
+    result = np.asarray(
+        expm_small(jnp.asarray(angles[:, None, None] * generator, dtype)))
+  # Angle of the matrix actually passed (after rounding to dtype).
+  rounded = angles.astype(dtype).astype(np.float64)
+  rotations = np.stack([
+      np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+      for t in rounded[:3]
+  ])
+  # Rounding errors grow with the number of squarings (about 2^10 here).
+  tol = {"float32": 1e-3, "float64": 1e-11}[dtype]
+  np.testing.assert_allclose(result[:3], rotations, atol=tol)
+  assert np.all(np.isnan(result[3:]))
+
+
+def test_expm_small_nan_only_for_overflowing_batch_entries():
+  a = np.zeros((3, 2, 2), np.float32)
+  a[1, 0, 1] = 2 * NORM_LIMIT  # Nilpotent: expm is exact, but the norm is over.
+  result = np.asarray(expm_small(a))
+  assert np.all(np.isnan(result[1]))
+  # expm(0) = I exactly.
+  np.testing.assert_array_equal(result[[0, 2]], np.stack([np.eye(2)] * 2))
