@@ -74,16 +74,22 @@ def make_problem(case: Case, seed: int = 0):
   return f32(psi), f32(enc), f32(z), f32(anchors)
 
 
-def make_batched(case: Case):
+# Solver settings compared: the library defaults, and a tighter setting whose
+# median objective matches or beats the scipy CG baseline on these problems.
+SETTINGS = {"default": {}, "tight": {"max_iter": 300, "tol": 1e-6}}
+
+
+def make_batched(case: Case, settings: dict):
   """The jitted inference of one training step (posterior and prior pairs)."""
 
   @jax.jit
   def step(psi, enc, z, anchors, key):
     k1, k2 = jax.random.split(key)
-    post = infer_coefficients(psi, enc, z, l1_weight=case.zeta_q, key=k1)
+    post = infer_coefficients(psi, enc, z, l1_weight=case.zeta_q, key=k1,
+                              **settings)
     prior = infer_coefficients(psi, anchors, z[:, None, :],
                                l1_weight=case.zeta_p, key=k2,
-                               num_restarts=case.restarts)
+                               num_restarts=case.restarts, **settings)
     return post, prior
 
   return step
@@ -102,12 +108,10 @@ def timed(fn, repeats):
   return first, min(times), float(np.median(times)), out
 
 
-def run_case(case: Case, subset: int, repeats: int) -> dict:
+def run_case(case: Case, subset: int, repeats: int) -> list[dict]:
+  """One row per solver setting; the per-pair loops are timed once."""
   psi, enc, z, anchors = make_problem(case)
   key = jax.random.PRNGKey(0)
-  step = make_batched(case)
-  first, best, median, (post, prior) = timed(
-      lambda: step(psi, enc, z, anchors, key), repeats)
   solves = case.batch * (1 + case.anchors * case.restarts)
 
   # The same pairs, one at a time. Pairs: posterior (enc -> z), prior (a -> z).
@@ -117,8 +121,6 @@ def run_case(case: Case, subset: int, repeats: int) -> dict:
   l1 = np.r_[np.full(n, case.zeta_q), np.full(n * case.anchors, case.zeta_p)]
   restarts = np.r_[np.ones(n, int), np.full(n * case.anchors, case.restarts)]
   loop_solves = int(restarts.sum())
-  batched_obj = np.r_[np.asarray(post.objective[:n]),
-                      np.asarray(prior.objective[:n]).ravel()]
 
   single = jax.jit(
       lambda psi, a, b, lam, k: infer_coefficients(psi, a, b, l1_weight=lam,
@@ -147,30 +149,38 @@ def run_case(case: Case, subset: int, repeats: int) -> dict:
     return np.asarray(out)
 
   cg_time, cg_obj = _time_once(scipy_loop)
-  rates = {
-      "batched": solves / best,
-      "jit_loop": loop_solves / jit_best,
-      "scipy_cg": loop_solves / cg_time,
-  }
-  return {
-      "case": case.name,
-      "pair_solves_per_step": solves,
-      "batched_compile_s": first - median,
-      "batched_step_ms_min": 1e3 * best,
-      "batched_step_ms_median": 1e3 * median,
-      "jit_loop_compile_s": jit_first - jit_best,
-      "loop_subset_pair_solves": loop_solves,
-      "pairs_per_s": rates,
-      "speedup_vs_scipy_cg": rates["batched"] / rates["scipy_cg"],
-      "speedup_vs_jit_loop": rates["batched"] / rates["jit_loop"],
-      "median_objective": {
-          "batched": float(np.median(batched_obj)),
-          "jit_loop": float(np.median(jit_obj)),
-          "scipy_cg": float(np.median(cg_obj)),
-      },
-      "batched_converged_fraction": float(np.mean(np.r_[
-          np.asarray(post.converged).ravel(), np.asarray(prior.converged).ravel()])),
-  }
+  rows = []
+  for name, settings in SETTINGS.items():
+    step = make_batched(case, settings)
+    first, best, median, (post, prior) = timed(
+        lambda step=step: step(psi, enc, z, anchors, key), repeats)
+    batched_obj = np.r_[np.asarray(post.objective[:n]),
+                        np.asarray(prior.objective[:n]).ravel()]
+    rates = {"batched": solves / best, "jit_loop": loop_solves / jit_best,
+             "scipy_cg": loop_solves / cg_time}
+    rows.append({
+        "case": case.name,
+        "solver": name,
+        "settings": settings,
+        "pair_solves_per_step": solves,
+        "batched_compile_s": first - median,
+        "batched_step_ms_min": 1e3 * best,
+        "batched_step_ms_median": 1e3 * median,
+        "jit_loop_compile_s": jit_first - jit_best,
+        "loop_subset_pair_solves": loop_solves,
+        "pairs_per_s": rates,
+        "speedup_vs_scipy_cg": rates["batched"] / rates["scipy_cg"],
+        "speedup_vs_jit_loop": rates["batched"] / rates["jit_loop"],
+        "median_objective": {
+            "batched": float(np.median(batched_obj)),
+            "jit_loop": float(np.median(jit_obj)),
+            "scipy_cg": float(np.median(cg_obj)),
+        },
+        "batched_converged_fraction": float(np.mean(np.r_[
+            np.asarray(post.converged).ravel(),
+            np.asarray(prior.converged).ravel()])),
+    })
+  return rows
 
 
 def _time_once(fn):
@@ -204,19 +214,24 @@ def main(argv=None):
   subset = args.subset or (2 if args.quick else 30)
   env = environment()
   print(" ".join(f"{k}={v}" for k, v in env.items()))
-  results = [run_case(case, subset, repeats) for case in CASES]
+  results = [row for case in CASES for row in run_case(case, subset, repeats)]
   print()
-  print("| case | pair-solves/step | batched pairs/s | jit loop pairs/s | scipy CG "
-        "pairs/s | vs scipy CG | vs jit loop | step ms (min) | compile s | "
-        "median obj batched / jit loop / scipy CG |")
-  print("|---|---|---|---|---|---|---|---|---|---|")
+  print("The jit loop runs the default solver settings; 'tight' is max_iter=300, "
+        "tol=1e-6.")
+  header = ("case", "solver", "pair-solves/step", "batched pairs/s",
+            "jit loop pairs/s", "scipy CG pairs/s", "vs scipy CG", "vs jit loop",
+            "step ms (min)", "compile s", "median obj batched / jit loop / scipy CG")
+  print("| " + " | ".join(header) + " |")
+  print("|" + "---|" * len(header))
   for r in results:
     rate, obj = r["pairs_per_s"], r["median_objective"]
-    print(f"| {r['case']} | {r['pair_solves_per_step']} | {rate['batched']:.0f} | "
-          f"{rate['jit_loop']:.0f} | {rate['scipy_cg']:.1f} | "
-          f"{r['speedup_vs_scipy_cg']:.0f}x | {r['speedup_vs_jit_loop']:.0f}x | "
-          f"{r['batched_step_ms_min']:.1f} | {r['batched_compile_s']:.1f} | "
-          f"{obj['batched']:.3g} / {obj['jit_loop']:.3g} / {obj['scipy_cg']:.3g} |")
+    cells = (r["case"], r["solver"], r["pair_solves_per_step"],
+             f"{rate['batched']:.0f}", f"{rate['jit_loop']:.0f}",
+             f"{rate['scipy_cg']:.1f}", f"{r['speedup_vs_scipy_cg']:.0f}x",
+             f"{r['speedup_vs_jit_loop']:.0f}x", f"{r['batched_step_ms_min']:.1f}",
+             f"{r['batched_compile_s']:.1f}",
+             f"{obj['batched']:.3g} / {obj['jit_loop']:.3g} / {obj['scipy_cg']:.3g}")
+    print("| " + " | ".join(str(c) for c in cells) + " |")
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"environment": env, "results": results}, f, indent=2)
