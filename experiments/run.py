@@ -62,7 +62,8 @@ def main(argv=None) -> int:
                                   log=lambda line: print(line, flush=True))
   keys = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
           "sample_manifold_distance", "orbit_manifold_distance",
-          "path_manifold_distance", "linear_path_manifold_distance")
+          "path_manifold_distance", "path_endpoint_error",
+          "linear_path_manifold_distance")
   for key in keys:
     print(f"{key}: {summary[key]}")
   print(f"summary: {workdir / 'summary.md'}")

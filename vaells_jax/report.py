@@ -117,6 +117,12 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   lines = (latents[pairs[:, 0], None] * (1 - ts[:, None])
            + latents[pairs[:, 1], None] * ts[:, None])
   metrics["path_manifold_distance"] = evaluation.latent_path_distance(paths, latents)
+  # A path that never leaves z0 is trivially "on the data": report how far its
+  # end is from z1, in the same units (median nearest-neighbour spacing).
+  _, spacing = evaluation.nearest_neighbours(latents, latents, True)
+  metrics["path_endpoint_error"] = float(
+      np.mean(np.linalg.norm(paths[:, -1] - latents[pairs[:, 1]], axis=-1))
+      / np.median(spacing))
   metrics["linear_path_manifold_distance"] = evaluation.latent_path_distance(
       lines, latents)
   metrics["operator_magnitudes"] = magnitudes.tolist()
