@@ -2,9 +2,10 @@
 
 Compares, on the same pairs and in one run:
 
-* ``batched``: :func:`vaells_jax.infer_coefficients` as a training step calls it,
-  one jitted call for the posterior pairs and one for the prior pairs, vmapped
-  over samples, anchors and restarts;
+* ``batched``: :func:`vaells_jax.infer_coefficients` as a training step calls it:
+  one jitted solve over every sample's posterior pair and anchor pairs (each
+  with its own sparsity weight and start range), vmapped over pairs and
+  restarts;
 * ``jit_loop``: a Python loop over a jitted single-pair solve (same solver);
 * ``scipy_cg``: the original research code's method, a per-pair, per-restart
   loop of ``scipy.optimize.minimize(method="CG", maxiter=50)`` with the analytic
@@ -44,7 +45,7 @@ class Case(NamedTuple):
   name: str
   batch: int
   anchors: int
-  restarts: int  # restarts for the prior pairs (posterior pairs use 1)
+  restarts: int
   dim: int
   num_ops: int
   zeta_q: float
@@ -79,18 +80,28 @@ def make_problem(case: Case, seed: int = 0):
 SETTINGS = {"default": {}, "tight": {"max_iter": 300, "tol": 1e-6}}
 
 
+# Start ranges of the reference code: posterior pairs U[0, 1], anchors U[-2.5, 2.5].
+POSTERIOR_RANGE, PRIOR_RANGE = (0.0, 1.0), (-2.5, 2.5)
+
+
+def pair_settings(case: Case):
+  """Per-pair sparsity weights and start ranges over ``[1 + A]`` (posterior first)."""
+  rest = case.anchors
+  return (np.r_[case.zeta_q, [case.zeta_p] * rest],
+          np.r_[POSTERIOR_RANGE[0], [PRIOR_RANGE[0]] * rest],
+          np.r_[POSTERIOR_RANGE[1], [PRIOR_RANGE[1]] * rest])
+
+
 def make_batched(case: Case, settings: dict):
-  """The jitted inference of one training step (posterior and prior pairs)."""
+  """One training step's inference, as ``train.py`` runs it: a single solve."""
+  l1, lo, hi = (jnp.asarray(a, jnp.float32) for a in pair_settings(case))
 
   @jax.jit
   def step(psi, enc, z, anchors, key):
-    k1, k2 = jax.random.split(key)
-    post = infer_coefficients(psi, enc, z, l1_weight=case.zeta_q, key=k1,
+    z0 = jnp.concatenate([enc[:, None, :], anchors], axis=1)  # [B, 1 + A, d]
+    return infer_coefficients(psi, z0, z[:, None, :], l1_weight=l1, key=key,
+                              num_restarts=case.restarts, init_range=(lo, hi),
                               **settings)
-    prior = infer_coefficients(psi, anchors, z[:, None, :],
-                               l1_weight=case.zeta_p, key=k2,
-                               num_restarts=case.restarts, **settings)
-    return post, prior
 
   return step
 
@@ -112,28 +123,25 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
   """One row per solver setting; the per-pair loops are timed once."""
   psi, enc, z, anchors = make_problem(case)
   key = jax.random.PRNGKey(0)
-  solves = case.batch * (1 + case.anchors * case.restarts)
+  restarts = case.restarts
+  solves = case.batch * (1 + case.anchors) * restarts
 
-  # The same pairs, one at a time. Pairs: posterior (enc -> z), prior (a -> z).
+  # The same pairs, one at a time: per sample the posterior pair (enc -> z)
+  # and the anchor pairs (a_i -> z), each with its weight and start range.
   n = min(subset, case.batch)
-  z0 = np.concatenate([enc[:n], anchors[:n].reshape(-1, case.dim)])
-  z1 = np.concatenate([z[:n], np.repeat(z[:n], case.anchors, axis=0)])
-  l1 = np.r_[np.full(n, case.zeta_q), np.full(n * case.anchors, case.zeta_p)]
-  restarts = np.r_[np.ones(n, int), np.full(n * case.anchors, case.restarts)]
-  loop_solves = int(restarts.sum())
+  z0 = np.concatenate([enc[:n, None], anchors[:n]], axis=1).reshape(-1, case.dim)
+  z1 = np.repeat(z[:n], 1 + case.anchors, axis=0)
+  l1, lo, hi = (np.tile(a, n) for a in pair_settings(case))
+  loop_solves = len(z0) * restarts
 
-  single = jax.jit(
-      lambda psi, a, b, lam, k: infer_coefficients(psi, a, b, l1_weight=lam,
-                                                   key=k),)
-  keys = jax.random.split(jax.random.PRNGKey(1), len(z0) * case.restarts)
+  single = jax.jit(lambda psi, a, b, lam, lo, hi, k: infer_coefficients(
+      psi, a, b, l1_weight=lam, key=k, num_restarts=restarts,
+      init_range=(lo, hi)))
+  keys = jax.random.split(jax.random.PRNGKey(1), len(z0))
 
   def jit_loop():
-    out = []
-    for i in range(len(z0)):
-      objs = [single(psi, z0[i], z1[i], l1[i], keys[i * case.restarts + r]).objective
-              for r in range(restarts[i])]
-      out.append(min(float(o) for o in objs))
-    return np.asarray(out)
+    return np.asarray([float(single(psi, z0[i], z1[i], l1[i], lo[i], hi[i],
+                                    keys[i]).objective) for i in range(len(z0))])
 
   jit_first, jit_best, _, jit_obj = timed(jit_loop, 1)
 
@@ -142,8 +150,8 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
   def scipy_loop():
     out = []
     for i in range(len(z0)):
-      init = rng.uniform(size=(restarts[i], 1, case.num_ops))
-      init += np.arange(restarts[i])[:, None, None]  # the restart ranges
+      init = rng.uniform(lo[i], hi[i], size=(restarts, 1, case.num_ops))
+      init += (hi[i] - lo[i]) * np.arange(restarts)[:, None, None]
       _, obj = infer_pairs_cg(psi, z0[i:i + 1], z1[i:i + 1], l1[i], init)
       out.append(obj[0])
     return np.asarray(out)
@@ -153,10 +161,9 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
   for name in settings_names:
     settings = SETTINGS[name]
     step = make_batched(case, settings)
-    first, best, median, (post, prior) = timed(
+    first, best, median, result = timed(
         lambda step=step: step(psi, enc, z, anchors, key), repeats)
-    batched_obj = np.r_[np.asarray(post.objective[:n]),
-                        np.asarray(prior.objective[:n]).ravel()]
+    batched_obj = np.asarray(result.objective[:n]).ravel()
     rates = {"batched": solves / best, "jit_loop": loop_solves / jit_best,
              "scipy_cg": loop_solves / cg_time}
     rows.append({
@@ -177,9 +184,7 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
             "jit_loop": float(np.median(jit_obj)),
             "scipy_cg": float(np.median(cg_obj)),
         },
-        "batched_converged_fraction": float(np.mean(np.r_[
-            np.asarray(post.converged).ravel(),
-            np.asarray(prior.converged).ravel()])),
+        "batched_converged_fraction": float(np.mean(result.converged)),
     })
   return rows
 

@@ -104,20 +104,23 @@ def _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range, max_iter,
     if jnp.ndim(z) < 1 or jnp.shape(z)[-1] != dim:
       raise ValueError(f"{name} must have shape [..., d] with d={dim} (psi is "
                        f"[M, d, d]), got {tuple(jnp.shape(z))}.")
+  if len(init_range) != 2:
+    raise ValueError(f"init_range must be (lo, hi), got {init_range}.")
+  shapes = [jnp.shape(z0)[:-1], jnp.shape(z1)[:-1], jnp.shape(l1_weight),
+            jnp.shape(init_range[0]), jnp.shape(init_range[1])]
   try:
-    batch = jnp.broadcast_shapes(jnp.shape(z0)[:-1], jnp.shape(z1)[:-1],
-                                 jnp.shape(l1_weight))
+    batch = jnp.broadcast_shapes(*shapes)
   except ValueError:
     raise ValueError(
-        "The leading dimensions of z0, z1 and l1_weight do not broadcast: "
-        f"{tuple(jnp.shape(z0))}, {tuple(jnp.shape(z1))}, "
-        f"{tuple(jnp.shape(l1_weight))}.") from None
+        "The leading dimensions of z0, z1, l1_weight and init_range do not "
+        f"broadcast: {', '.join(str(tuple(s)) for s in shapes)}.") from None
   if not isinstance(l1_weight, jax.core.Tracer) and np.any(
       np.asarray(l1_weight) < 0):
     raise ValueError(f"l1_weight must be >= 0, got {l1_weight}.")
   if not isinstance(num_restarts, int) or num_restarts < 1:
     raise ValueError(f"num_restarts must be an integer >= 1, got {num_restarts}.")
-  if len(init_range) != 2 or not init_range[0] <= init_range[1]:
+  if not any(isinstance(b, jax.core.Tracer) for b in init_range) and np.any(
+      np.asarray(init_range[0]) > np.asarray(init_range[1])):
     raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
@@ -152,7 +155,9 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
       shape (so pairs with different weights can share one solve).
     key: ``jax.random`` key for the random starts.
     num_restarts: number of random starts per pair.
-    init_range: ``(lo, hi)`` of the first restart's uniform start.
+    init_range: ``(lo, hi)`` of the first restart's uniform start; each a
+      scalar or an array broadcasting with the pair shape (pairs with
+      different start ranges can share one solve).
     max_iter: maximum proximal-gradient iterations per start.
     tol: stopping tolerance on the proximal-gradient mapping norm.
 
@@ -171,27 +176,26 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
       jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
           (math.prod(batch),) + tail)
       for a, tail in ((z0, z0.shape[-1:]), (z1, z1.shape[-1:]),
-                      (l1_weight, ()))
+                      (l1_weight, ()), (init_range[0], ()), (init_range[1], ()))
   ]
   result = _infer_flat(
       jnp.asarray(psi, dtype), *flat, key, num_restarts=num_restarts,
-      init_range=(float(init_range[0]), float(init_range[1])),
       max_iter=max_iter, tol=float(tol))
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
 
 
 @functools.partial(
-    jax.jit, static_argnames=("num_restarts", "init_range", "max_iter", "tol"))
-def _infer_flat(psi, z0, z1, l1_weight, key, *, num_restarts, init_range,
-                max_iter, tol):
-  """Solves ``N`` pairs ``z0 [N, d] -> z1 [N, d]`` with weights ``[N]``."""
+    jax.jit, static_argnames=("num_restarts", "max_iter", "tol"))
+def _infer_flat(psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter,
+                tol):
+  """Solves ``N`` pairs ``z0 [N, d] -> z1 [N, d]``; weights and ranges ``[N]``."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
   num_pairs, num_ops = z0.shape[0], psi.shape[0]
-  lo, hi = init_range
-  offsets = (hi - lo) * jnp.arange(num_restarts, dtype=z0.dtype)
+  lo, hi = lo[None, :, None], hi[None, :, None]
+  offsets = jnp.arange(num_restarts, dtype=z0.dtype)[:, None, None]
   init = jax.random.uniform(key, (num_restarts, num_pairs, num_ops),
                             dtype=z0.dtype, minval=lo, maxval=hi)
-  init = init + offsets[:, None, None]
+  init = init + offsets * (hi - lo)
 
   solver = jaxopt.ProximalGradient(
       fun=_safe_value_and_grad, value_and_grad=True, prox=prox_lasso,

@@ -205,11 +205,13 @@ class StepInference(NamedTuple):
 
 
 def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
-  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) coefficient inference.
+  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) inference, one solve.
 
-  As in the reference code, the posterior pair starts once from
-  ``U[posterior_init_range]``; each anchor pair runs ``num_restarts`` starts
-  from ``init_range`` (shifted by its width per restart).
+  As in the reference code, posterior pairs start from
+  ``U[posterior_init_range]`` and anchor pairs from ``U[init_range]``, each with
+  its own sparsity weight (``zeta_q``, ``zeta_p``). All pairs share one vmapped
+  solve, so the posterior pairs also get ``num_restarts`` starts (shifted by
+  the range width), which can only lower their objective.
 
   Args:
     model: the model (for its config).
@@ -223,16 +225,25 @@ def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
     A :class:`StepInference`.
   """
   cfg = model.config
-  k_post, k_prior = jax.random.split(key)
-  settings = dict(max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
-  posterior = infer_coefficients(
-      psi, mu[:, None, :], z, l1_weight=cfg.zeta_q, key=k_post,
-      init_range=cfg.posterior_init_range, **settings)
-  prior = infer_coefficients(
-      psi, anchors[:, None], z[:, :, None, :], l1_weight=cfg.zeta_p,
-      key=k_prior, num_restarts=cfg.num_restarts, init_range=cfg.init_range,
-      **settings)
-  return StepInference(posterior, prior)
+  batch, samples, dim = z.shape
+  num_anchors = anchors.shape[1]
+  z0 = jnp.concatenate([
+      jnp.broadcast_to(mu[:, None, None, :], (batch, samples, 1, dim)),
+      jnp.broadcast_to(anchors[:, None], (batch, samples, num_anchors, dim)),
+  ], axis=2)
+
+  def per_pair(posterior_value, prior_value):
+    return jnp.asarray([posterior_value] + [prior_value] * num_anchors, z.dtype)
+
+  result = infer_coefficients(
+      psi, z0, z[:, :, None, :], l1_weight=per_pair(cfg.zeta_q, cfg.zeta_p),
+      key=key, num_restarts=cfg.num_restarts,
+      init_range=(per_pair(cfg.posterior_init_range[0], cfg.init_range[0]),
+                  per_pair(cfg.posterior_init_range[1], cfg.init_range[1])),
+      max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
+  return StepInference(
+      posterior=jax.tree_util.tree_map(lambda a: a[:, :, 0], result),
+      prior=jax.tree_util.tree_map(lambda a: a[:, :, 1:], result))
 
 
 def objective_terms(model: Model, params, psi, batch, noise: Noise,
