@@ -21,19 +21,17 @@ ORBIT_POINTS = 100
 CONTOUR_GRID = 41
 
 
-def operator_orbits(psi, starts, max_norm, coeff_range, num_points=ORBIT_POINTS):
+def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
   """Orbits ``expm(t psi_m) s`` of each operator from each start.
 
-  ``t`` spans ``[-coeff_range, coeff_range]`` (the report uses ``3 b``, where
-  95% of the Laplace prior's coefficients lie), so an orbit shows how far the
-  operator as learned moves points; points farther than ``max_norm`` from the
-  origin are set to NaN.
+  ``t`` spans ``[-pi, pi] / rho_m`` with ``rho_m`` the largest eigenvalue
+  modulus of ``psi_m``: a full turn for a rotation, whatever its magnitude.
+  Points farther than ``max_norm`` from the origin are set to NaN.
 
   Args:
     psi: ``[M, d, d]``.
     starts: ``[S, d]``.
     max_norm: cut-off radius.
-    coeff_range: largest coefficient magnitude.
     num_points: points per orbit.
 
   Returns:
@@ -41,9 +39,10 @@ def operator_orbits(psi, starts, max_norm, coeff_range, num_points=ORBIT_POINTS)
   """
   psi = np.asarray(psi)
   num_ops = psi.shape[0]
-  ts = np.linspace(-coeff_range, coeff_range, num_points)
-  paths = [transport_path(psi, np.eye(num_ops)[m], jnp.asarray(starts), ts)
-           for m in range(num_ops)]
+  rho = np.maximum(np.abs(np.linalg.eigvals(psi)).max(axis=-1), 1e-6)
+  ts = np.linspace(-1.0, 1.0, num_points)
+  paths = [transport_path(psi, np.eye(num_ops)[m] * np.pi / rho[m],
+                          jnp.asarray(starts), ts) for m in range(num_ops)]
   orbits = np.swapaxes(np.stack([np.asarray(p) for p in paths]), 1, 2)
   too_far = np.linalg.norm(orbits, axis=-1) > max_norm
   return np.where(too_far[..., None], np.nan, orbits)
@@ -105,7 +104,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
   scale = cfg.latent_scale
   orbits = scale * operator_orbits(trained.psi, anchors[:, 0] / scale,
-                                   max_norm / scale, 3.0 / cfg.zeta3)
+                                   max_norm / scale)
   dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
   metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
       dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
