@@ -2,6 +2,7 @@
 
 from vaells_jax.api import TrainedVAELLS, load
 from vaells_jax.expm import expm_small
+from vaells_jax.fit import fit
 from vaells_jax.inference import (
     InferenceResult,
     infer_coefficients,
@@ -14,6 +15,7 @@ __all__ = [
     "TrainedVAELLS",
     "load",
     "expm_small",
+    "fit",
     "InferenceResult",
     "inference_objective",
     "infer_coefficients",

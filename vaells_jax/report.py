@@ -49,6 +49,8 @@ def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
 
 
 def _same_class_pairs(labels, num, rng):
+  if np.max(np.unique(labels, return_counts=True)[1]) < 2:
+    raise ValueError("Path metrics need two test points of one class.")
   pairs = []
   while len(pairs) < num:
     i, j = rng.choice(len(labels), 2, replace=False)
@@ -97,9 +99,10 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   k_prior, k_path = jax.random.split(key)
   prior = np.asarray(trained._sample_around(
       k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES))  # [K, S, d]
-  decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
-  metrics["sample_manifold_distance"] = evaluation.manifold_distance(
-      decoded, data.manifold, data.noise_std)
+  if data.has_ground_truth:  # distances to the true manifold need it
+    decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
+    metrics["sample_manifold_distance"] = evaluation.manifold_distance(
+        decoded, data.manifold, data.noise_std)
 
   magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
   scale = cfg.latent_scale
@@ -135,14 +138,16 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes):
   data = trained.data
   flat = anchors.reshape(-1, 2)
-  plotting.plot_ground_truth(workdir / "ground_truth.png", data.pos_test,
-                             data.labels_test if data.num_classes > 1 else data.t_test)
   plotting.plot_latent_embedding(workdir / "latent_by_class.png", latents,
                                  data.labels_test, flat, "VAELLS latent space",
                                  "class")
-  plotting.plot_latent_embedding(workdir / "latent_by_position.png", latents,
-                                 data.t_test, flat, "coloured by ground truth",
-                                 "curve parameter")
+  if data.has_ground_truth:
+    plotting.plot_ground_truth(
+        workdir / "ground_truth.png", data.pos_test,
+        data.labels_test if data.num_classes > 1 else data.t_test)
+    plotting.plot_latent_embedding(workdir / "latent_by_position.png", latents,
+                                   data.t_test, flat, "coloured by ground truth",
+                                   "curve parameter")
   plotting.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
   plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior, flat)
   plotting.plot_paths(workdir / "paths.png", latents, paths)

@@ -29,26 +29,28 @@ __all__ = [
   "swiss_roll_arc_length",
 ]
 
-_ARRAY_FIELDS = (
-  "x_train",
-  "labels_train",
+_REQUIRED_FIELDS = ("x_train", "labels_train", "x_test", "labels_test", "anchors")
+# Ground truth: known for the synthetic sets, None for a user's own data.
+_GROUND_TRUTH_FIELDS = (
   "pos_train",
   "t_train",
-  "x_test",
-  "labels_test",
   "pos_test",
   "t_test",
-  "anchors",
   "anchor_pos",
   "mapping",
   "manifold",
   "manifold_labels",
 )
+_ARRAY_FIELDS = _REQUIRED_FIELDS + _GROUND_TRUTH_FIELDS
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SyntheticData:
-  """A synthetic data set with its ground-truth latent structure.
+  """A data set, with its ground-truth latent structure where one is known.
+
+  The ground-truth fields (``pos_*``, ``t_*``, ``anchor_pos``, ``mapping``,
+  ``manifold``, ``manifold_labels``) are None for data without one (see
+  :func:`vaells_jax.fit`); ``noise_std`` is then NaN.
 
   Attributes:
     x_train: ``[N, D]`` noisy inputs.
@@ -70,18 +72,18 @@ class SyntheticData:
 
   x_train: np.ndarray
   labels_train: np.ndarray
-  pos_train: np.ndarray
-  t_train: np.ndarray
+  pos_train: np.ndarray | None
+  t_train: np.ndarray | None
   x_test: np.ndarray
   labels_test: np.ndarray
-  pos_test: np.ndarray
-  t_test: np.ndarray
+  pos_test: np.ndarray | None
+  t_test: np.ndarray | None
   anchors: np.ndarray
-  anchor_pos: np.ndarray
-  mapping: np.ndarray
+  anchor_pos: np.ndarray | None
+  mapping: np.ndarray | None
   noise_std: float
-  manifold: np.ndarray
-  manifold_labels: np.ndarray
+  manifold: np.ndarray | None
+  manifold_labels: np.ndarray | None
   name: str
 
   def __post_init__(self):
@@ -95,12 +97,20 @@ class SyntheticData:
   @property
   def data_dim(self) -> int:
     """Input dimension ``D``."""
-    return int(self.mapping.shape[0])
+    return int(self.x_train.shape[1])
+
+  @property
+  def has_ground_truth(self) -> bool:
+    """Whether the true manifold (and positions) are known."""
+    return self.manifold is not None
 
 
 def _check_shapes(data: SyntheticData) -> None:
   """Raises ValueError if the fields of ``data`` have inconsistent shapes."""
-  d = data.mapping.shape[0]
+  d = data.x_train.shape[1]
+  if not data.has_ground_truth:
+    _check_required_shapes(data, d)
+    return
   if data.mapping.shape != (d, 2):
     raise ValueError(f"mapping must be [D, 2], got {data.mapping.shape}")
   for split in ("train", "test"):
@@ -130,6 +140,16 @@ def _check_shapes(data: SyntheticData) -> None:
     )
 
 
+def _check_required_shapes(data: SyntheticData, d: int) -> None:
+  for split in ("train", "test"):
+    x, labels = getattr(data, f"x_{split}"), getattr(data, f"labels_{split}")
+    if x.ndim != 2 or x.shape[1] != d or labels.shape != (x.shape[0],):
+      raise ValueError(f"x_{split} [N, {d}] and labels_{split} [N] disagree: "
+                       f"{x.shape} vs {labels.shape}")
+  if data.anchors.ndim != 3 or data.anchors.shape[2] != d:
+    raise ValueError(f"anchors must be [C, A, {d}], got {data.anchors.shape}")
+
+
 def save_synthetic(path, data: SyntheticData) -> str:
   """Writes ``data`` to a single uncompressed ``.npz`` file (no pickling).
 
@@ -143,7 +163,8 @@ def save_synthetic(path, data: SyntheticData) -> str:
   path = os.fspath(path)
   if not path.endswith(".npz"):
     path += ".npz"
-  arrays = {field: getattr(data, field) for field in _ARRAY_FIELDS}
+  arrays = {field: getattr(data, field) for field in _ARRAY_FIELDS
+            if getattr(data, field) is not None}
   np.savez(
     path,
     noise_std=np.asarray(data.noise_std, dtype=np.float64),
@@ -166,10 +187,11 @@ def load_synthetic(path) -> SyntheticData:
     ValueError: if a field is missing or the shapes are inconsistent.
   """
   with np.load(os.fspath(path), allow_pickle=False) as npz:
-    missing = set(_ARRAY_FIELDS + ("noise_std", "name")) - set(npz.files)
+    missing = set(_REQUIRED_FIELDS + ("noise_std", "name")) - set(npz.files)
     if missing:
       raise ValueError(f"{path} lacks fields {sorted(missing)}")
-    arrays = {field: npz[field] for field in _ARRAY_FIELDS}
+    arrays = {field: npz[field] if field in npz.files else None
+              for field in _ARRAY_FIELDS}
     noise_std = float(npz["noise_std"])
     name = str(npz["name"])
   return SyntheticData(noise_std=noise_std, name=name, **arrays)
