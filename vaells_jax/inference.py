@@ -214,7 +214,7 @@ def _infer_flat(psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter,
   coeffs = jnp.where(failed[..., None], 0.0, coeffs)
   objective = jnp.where(failed, _data_term(coeffs, psi, z0, z1), objective)
   error = jnp.where(failed, jnp.inf, error)
-  best = jnp.argmin(jnp.where(jnp.isnan(objective), jnp.inf, objective), axis=0)
+  best = jnp.argmin(objective, axis=0)
   pick = lambda a: jnp.take_along_axis(  # noqa: E731
       a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0)[0]
   return (pick(coeffs), pick(objective), pick(num_iter),

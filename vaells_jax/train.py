@@ -8,9 +8,8 @@ infers the posterior and prior coefficients (constants), and takes
 * an accept/reject gradient step on ``Psi``: accepted when the
   transport-operator part of the objective (posterior + prior + Frobenius
   terms), re-evaluated at the new ``Psi`` with the same samples ``z`` and
-  coefficients,
-  is finite and not larger; the rate then grows by ``1/0.99`` (capped),
-  otherwise ``Psi`` is kept and the rate shrinks by ``0.99``.
+  coefficients, is finite and not larger; the rate then grows by ``1/0.99``
+  (capped), otherwise ``Psi`` is kept and the rate shrinks by ``0.99``.
 
 Which groups move, and the term weights, depend on the phase (warm-up, network
 steps, ``Psi`` steps), computed from ``state.step`` inside the jitted function,
