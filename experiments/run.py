@@ -5,6 +5,13 @@ Flags:
   --workdir=DIR           output folder (default: runs/NAME)
   --config.KEY=VALUE      override any field of the experiment's config,
                           e.g. --config.num_steps=200 --config.seed=1
+  --resume                continue the run in --workdir from its latest
+                          checkpoint (same flags as the first time)
+  --overwrite             start over in a --workdir that holds a run
+
+Exit status: 0 done; 2 bad input (flags, config, data, checkpoint), with a
+one-line message and nothing written; 1 training diverged (the message names
+the likely cause; the last good checkpoint is kept).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ def parse_args(argv):
       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--exp", required=True, help="|".join(EXPERIMENTS))
   parser.add_argument("--workdir", default=None)
+  parser.add_argument("--resume", action="store_true")
+  parser.add_argument("--overwrite", action="store_true")
   args, rest = parser.parse_known_args(argv)
   overrides = {}
   for item in rest:
@@ -39,6 +48,8 @@ def parse_args(argv):
                    "--config.KEY=VALUE")
     key, value = item[len("--config."):].split("=", 1)
     overrides[key] = value
+  if args.resume and args.overwrite:
+    parser.error("--resume and --overwrite exclude each other")
   if args.exp not in EXPERIMENTS:
     parser.error(f"unknown --exp={args.exp!r}; choose one of: "
                  f"{', '.join(EXPERIMENTS)}")
@@ -54,12 +65,26 @@ def main(argv=None) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   workdir = pathlib.Path(args.workdir or ROOT / "runs" / args.exp)
-  from vaells_jax.runner import train_and_evaluate  # slow import (jax)
+  from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
+  from vaells_jax.runner import TrainingDiverged, train_and_evaluate, validate_run
 
   data = EXPERIMENTS[args.exp](seed=config.seed)
+  try:
+    validate_run(config, data, workdir, args.resume, args.overwrite)
+  except ValueError as e:  # bad data or workdir: nothing written yet
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   print(f"{args.exp}: {config.num_steps} steps, workdir {workdir}", flush=True)
-  _, summary = train_and_evaluate(config, data, workdir,
-                                  log=lambda line: print(line, flush=True))
+  try:
+    _, summary = train_and_evaluate(
+        config, data, workdir, log=lambda line: print(line, flush=True),
+        resume=args.resume, overwrite=args.overwrite)
+  except CheckpointError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  except TrainingDiverged as e:
+    print(f"error: training diverged: {e}", file=sys.stderr)
+    return 1
   keys = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
           "sample_manifold_distance", "orbit_manifold_distance",
           "path_manifold_distance", "path_endpoint_error",

@@ -8,9 +8,18 @@ the dtype it needs.
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-import scipy.linalg
+import os
+import tempfile
+
+# Compiled programs are cached on disk across the test processes (the tests
+# start many command-line runs whose train step takes ~10 s to compile). Set
+# before jax is imported; subprocesses inherit it.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(tempfile.gettempdir(), "vaells_jax_test_cache"))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import scipy.linalg  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 from vaells_jax.api import load
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUTPUTS = ("config.json", "dataset.npz", "metrics.jsonl", "checkpoint.msgpack",
+OUTPUTS = ("config.json", "dataset.npz", "metrics.jsonl", "checkpoints",
            "summary.json", "summary.md", "latent_by_class.png", "orbits.png",
            "prior_samples.png", "paths.png", "posterior_contour.png",
            "operator_magnitudes.png", "ground_truth.png")

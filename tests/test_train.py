@@ -108,3 +108,18 @@ def test_override_parses_and_rejects():
     override(BASE, {"num_step": "3"})
   with pytest.raises(ValueError, match="batch_size"):
     override(BASE, {"batch_size": "0"})
+
+
+def test_step_makes_no_host_round_trips():
+  # Everything the step needs is already on the device; inside the step there
+  # are no callbacks or transfers, so it runs unchanged on a GPU or TPU.
+  model, state, step, batch = _setup()
+  key = jax.random.PRNGKey(0)
+  state, _ = step(state, batch, key)  # compile outside the guard
+  keys = list(jax.random.split(key, 4))  # indexing transfers: do it outside
+  with jax.transfer_guard("disallow"):
+    for i in range(4):  # warm-up, net and Psi phases
+      state, metrics = step(state, batch, keys[i])
+  hlo = step.lower(state, batch, key).as_text()
+  assert "callback" not in hlo and "outfeed" not in hlo
+  assert np.isfinite(float(metrics["loss"]))

@@ -1,46 +1,114 @@
-"""Atomic checkpoints of the training state (msgpack, flax.serialization; no pickle)."""
+"""Atomic, resumable checkpoints of the training state (orbax; no pickle).
+
+Checkpoints live in ``workdir/checkpoints/<step>/``. Orbax writes each one
+into a temporary folder and renames it when complete, so a run killed while
+saving (even with SIGKILL) leaves the previous checkpoint as the latest and
+never a half-written one. The arrays are stored with tensorstore, the tree
+layout as JSON metadata.
+"""
 
 from __future__ import annotations
 
-import os
+import logging
 import pathlib
 
-from flax import serialization
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
 
-__all__ = ["CHECKPOINT_NAME", "restore_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINT_DIR",
+    "CheckpointError",
+    "checkpoint_steps",
+    "restore_checkpoint",
+    "save_checkpoint",
+]
 
-CHECKPOINT_NAME = "checkpoint.msgpack"
+CHECKPOINT_DIR = "checkpoints"
+KEEP = 2  # the latest and the one before it
+
+# Orbax logs every save and restore at INFO level through absl.
+logging.getLogger("absl").setLevel(logging.WARNING)
 
 
-def save_checkpoint(workdir, state) -> pathlib.Path:
-  """Writes ``state`` to ``workdir/checkpoint.msgpack`` atomically.
+class CheckpointError(ValueError):
+  """A checkpoint is missing, corrupt, or does not match the configuration."""
 
-  The bytes go to a temporary file that is flushed, synced and then renamed
-  over the old checkpoint, so a crash never leaves a half-written file.
+
+def _manager(workdir, create: bool) -> ocp.CheckpointManager:
+  options = ocp.CheckpointManagerOptions(
+      max_to_keep=KEEP, create=create, enable_async_checkpointing=False)
+  return ocp.CheckpointManager(
+      pathlib.Path(workdir).absolute() / CHECKPOINT_DIR, options=options)
+
+
+def checkpoint_steps(workdir) -> list[int]:
+  """Steps of the complete checkpoints in ``workdir``, ascending."""
+  if not (pathlib.Path(workdir) / CHECKPOINT_DIR).is_dir():
+    return []
+  with _manager(workdir, create=False) as manager:
+    return sorted(manager.all_steps())
+
+
+def save_checkpoint(workdir, state) -> int:
+  """Saves ``state`` (a pytree with a scalar ``step``) and returns that step.
+
+  Blocks until the checkpoint is complete on disk. Saving a step that is
+  already saved does nothing. Older checkpoints beyond the last ``KEEP`` are
+  deleted only after the new one is complete.
   """
-  path = pathlib.Path(workdir) / CHECKPOINT_NAME
-  tmp = path.with_suffix(".tmp")
-  with open(tmp, "wb") as f:
-    f.write(serialization.to_bytes(state))
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-  return path
+  step = int(state.step)
+  with _manager(workdir, create=True) as manager:
+    if step not in manager.all_steps():
+      manager.save(step, args=ocp.args.StandardSave(state))
+      manager.wait_until_finished()
+  return step
 
 
-def restore_checkpoint(workdir, target):
-  """Restores a checkpoint into the structure of ``target``.
+def _describe(tree) -> list[tuple[str, tuple, str]]:
+  return [(jax.tree_util.keystr(path), tuple(np.shape(leaf)),
+           str(np.asarray(leaf).dtype))
+          for path, leaf in jax.tree_util.tree_leaves_with_path(tree)]
+
+
+def restore_checkpoint(workdir, target, step: int | None = None):
+  """Restores the checkpoint at ``step`` (default: the latest) like ``target``.
+
+  Args:
+    workdir: the run's folder.
+    target: a state with the expected structure, shapes and dtypes (e.g. a
+      freshly initialised one).
+    step: which checkpoint; None for the latest.
 
   Raises:
-    FileNotFoundError: if there is no checkpoint in ``workdir``.
-    ValueError: if the checkpoint does not match ``target`` (corrupt, or from
-      a different configuration).
+    CheckpointError: if there is no checkpoint, or it cannot be read, or its
+      structure, shapes or dtypes differ from ``target``'s (a checkpoint of a
+      different configuration) — never a silent fresh start.
   """
-  path = pathlib.Path(workdir) / CHECKPOINT_NAME
-  if not path.exists():
-    raise FileNotFoundError(f"No checkpoint at {path}.")
+  steps = checkpoint_steps(workdir)
+  folder = pathlib.Path(workdir) / CHECKPOINT_DIR
+  if not steps:
+    raise CheckpointError(f"No checkpoint in {folder}.")
+  step = steps[-1] if step is None else step
+  if step not in steps:
+    raise CheckpointError(f"No checkpoint for step {step} in {folder}; "
+                          f"there are: {steps}.")
   try:
-    return serialization.from_bytes(target, path.read_bytes())
-  except Exception as e:  # msgpack and structure errors alike
-    raise ValueError(f"Checkpoint {path} is corrupt or does not match this "
-                     f"configuration: {e}") from None
+    with _manager(workdir, create=False) as manager:
+      restored = manager.restore(step, args=ocp.args.StandardRestore(target))
+  except Exception as e:  # tensorstore, JSON and tree errors alike
+    raise CheckpointError(
+        f"Checkpoint {folder / str(step)} is corrupt or was written by a "
+        f"different configuration ({type(e).__name__}: "
+        f"{str(e).splitlines()[0] if str(e) else ''}).") from None
+  expected, found = _describe(target), _describe(restored)
+  if expected != found:
+    diff = next((e, f) for e, f in zip(expected + [None], found + [None],
+                                       strict=False) if e != f)
+    raise CheckpointError(
+        f"Checkpoint {folder / str(step)} does not match this configuration: "
+        f"expected {diff[0]}, found {diff[1]}.")
+  if int(restored.step) != step:
+    raise CheckpointError(f"Checkpoint {folder / str(step)} holds step "
+                          f"{int(restored.step)}; it is corrupt.")
+  return restored

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import numbers
 from typing import Any
 
 __all__ = ["Config", "override"]
@@ -60,12 +61,15 @@ class Config:
   latent_scale: float = 1.0
   log_every: int = 100
   checkpoint_every: int = 1000
+  # Consecutive steps with a non-finite loss before the run stops.
+  max_bad_steps: int = 100
 
   def __post_init__(self):
+    self._check_types()
     positive = ("num_steps", "batch_size", "latent_dim", "num_ops",
                 "num_samples", "max_lr_psi", "zeta3", "latent_scale",
                 "num_restarts", "net_steps", "psi_steps", "inference_max_iter",
-                "inference_tol", "log_every", "checkpoint_every")
+                "inference_tol", "log_every", "checkpoint_every", "max_bad_steps")
     for name in positive:
       if not getattr(self, name) > 0:
         raise ValueError(f"config.{name} must be > 0, got {getattr(self, name)!r}.")
@@ -84,6 +88,36 @@ class Config:
       if not lo <= hi:
         raise ValueError(f"config.{name} must be (lo, hi) with lo <= hi, got "
                          f"{getattr(self, name)}.")
+    if not self.hidden or any(h < 1 for h in self.hidden):
+      raise ValueError("config.hidden must be a non-empty tuple of layer widths "
+                       f">= 1, got {self.hidden!r}.")
+
+  def _check_types(self):
+    """Each field must hold its annotated type (an int is a valid float)."""
+    for field in dataclasses.fields(self):
+      value, kind = getattr(self, field.name), _KINDS[field.name]
+      if kind is tuple:
+        element = _TUPLE_ELEMENTS[field.name]
+        ok = isinstance(value, tuple) and all(_is(v, element) for v in value)
+        what = f"a tuple of {element.__name__}"
+      else:
+        ok, what = _is(value, kind), kind.__name__
+      if not ok:
+        raise ValueError(f"config.{field.name} must be {what}, got {value!r}.")
+
+
+def _is(value, kind) -> bool:
+  if kind is bool:
+    return isinstance(value, bool)
+  number = {int: numbers.Integral, float: numbers.Real}[kind]
+  return isinstance(value, number) and not isinstance(value, bool)
+
+
+_KINDS = {"hidden": tuple, "init_range": tuple, "posterior_init_range": tuple}
+_TUPLE_ELEMENTS = {"hidden": int, "init_range": float,
+                   "posterior_init_range": float}
+_KINDS.update({f.name: {"int": int, "float": float, "bool": bool}[f.type]
+               for f in dataclasses.fields(Config) if f.name not in _KINDS})
 
 
 def _parse(value: str, current: Any) -> Any:

@@ -53,7 +53,8 @@ def _check_anchors(anchors, num_classes, dim):
 
 
 def fit(x, labels=None, anchors=None, *, config: Config | None = None,
-        anchors_per_class=3, test_fraction=0.2, workdir=None, log=print):
+        anchors_per_class=3, test_fraction=0.2, workdir=None, log=print,
+        resume=False, overwrite=False):
   """Trains VAELLS on ``x`` and returns the trained model (as ``load`` does).
 
   A seeded ``test_fraction`` of the points is held out for the metrics. The
@@ -71,13 +72,20 @@ def fit(x, labels=None, anchors=None, *, config: Config | None = None,
     test_fraction: fraction of points held out for evaluation.
     workdir: output folder (default: a new temporary folder).
     log: where progress lines go.
+    resume: continue the run in ``workdir`` from its latest checkpoint
+      (same data and config).
+    overwrite: start over in a ``workdir`` that already holds a run.
 
   Returns:
     The :class:`~vaells_jax.api.TrainedVAELLS`.
 
   Raises:
-    ValueError: for non-finite or misshapen data, labels or anchors, or too
-      few points for the batch size or the split.
+    ValueError: for non-finite or misshapen data, labels or anchors, too few
+      points for the batch size or the split, or a ``workdir`` that already
+      holds a run (without ``resume`` or ``overwrite``).
+    vaells_jax.checkpoint.CheckpointError: when resuming from a corrupt
+      checkpoint or one of another configuration.
+    vaells_jax.runner.TrainingDiverged: when the loss stays non-finite.
   """
   from vaells_jax.runner import train_and_evaluate  # imports jax, optax
 
@@ -106,5 +114,6 @@ def fit(x, labels=None, anchors=None, *, config: Config | None = None,
       anchors=anchors, anchor_pos=None, mapping=None, noise_std=float("nan"),
       manifold=None, manifold_labels=None, name="user")
   workdir = workdir or tempfile.mkdtemp(prefix="vaells_")
-  trained, _ = train_and_evaluate(config, data, workdir, log)
+  trained, _ = train_and_evaluate(config, data, workdir, log, resume=resume,
+                                  overwrite=overwrite)
   return trained

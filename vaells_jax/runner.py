@@ -5,34 +5,66 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import shutil
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.api import CONFIG_NAME, DATA_NAME, TrainedVAELLS
-from vaells_jax.checkpoint import save_checkpoint
+from vaells_jax.api import CONFIG_NAME, DATA_NAME, TrainedVAELLS, config_from_json
+from vaells_jax.checkpoint import (
+    CHECKPOINT_DIR,
+    CheckpointError,
+    checkpoint_steps,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from vaells_jax.config import Config
-from vaells_jax.data.synthetic import SyntheticData, save_synthetic
+from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.report import evaluate_and_report
 from vaells_jax.train import Model, init_state, make_train_step
 
-__all__ = ["train", "train_and_evaluate"]
+__all__ = [
+    "TrainingDiverged", "check_data", "train", "train_and_evaluate", "validate_run"
+]
 
 METRICS_NAME = "metrics.jsonl"
 
 
-def _check_data(config: Config, data: SyntheticData) -> None:
-  if not np.all(np.isfinite(data.x_train)):
-    raise ValueError("The training data contain non-finite values.")
-  if data.x_train.shape[0] < config.batch_size:
+def check_data(config: Config, data: SyntheticData) -> None:
+  """Validates a data set against ``config`` before anything runs or is written.
+
+  Raises:
+    ValueError: naming the problem (shapes, non-finite values, labels out of
+      range, a class without anchors, fewer points than the batch).
+  """
+  x, labels, anchors = data.x_train, data.labels_train, data.anchors
+  if x.ndim != 2 or x.shape[0] == 0:
+    raise ValueError(f"The training data must be [N, D] with N >= 1, got shape "
+                     f"{x.shape}.")
+  if not np.all(np.isfinite(x)):
+    bad = np.argwhere(~np.isfinite(x))[0]
+    raise ValueError(f"The training data contain non-finite values (first at "
+                     f"row {bad[0]}, column {bad[1]}: {x[tuple(bad)]}).")
+  if labels.shape != (x.shape[0],):
+    raise ValueError(f"Expected one label per training point, shape "
+                     f"({x.shape[0]},), got {labels.shape}.")
+  if anchors.ndim != 3 or anchors.shape[2] != x.shape[1]:
+    raise ValueError(f"Anchors must be [C, A, D] with D={x.shape[1]} (the data "
+                     f"dimension), got shape {anchors.shape}.")
+  if anchors.shape[0] == 0 or anchors.shape[1] == 0:
+    raise ValueError(f"Every class needs at least one anchor; anchors have "
+                     f"shape {anchors.shape} ([C, A, D]).")
+  if not np.all(np.isfinite(anchors)):
+    raise ValueError("The anchors contain non-finite values.")
+  if labels.min() < 0 or labels.max() >= anchors.shape[0]:
+    raise ValueError(f"Training labels must be in [0, {anchors.shape[0]}) (one "
+                     f"anchor set per class), got [{labels.min()}, "
+                     f"{labels.max()}].")
+  if x.shape[0] < config.batch_size:
     raise ValueError(f"config.batch_size={config.batch_size} is larger than the "
-                     f"{data.x_train.shape[0]} training points.")
-  labels = data.labels_train
-  if labels.min() < 0 or labels.max() >= data.anchors.shape[0]:
-    raise ValueError(f"Training labels must be in [0, {data.anchors.shape[0]}) "
-                     "(one anchor set per class).")
+                     f"{x.shape[0]} training points.")
 
 
 def batch_indices(seed: int, step: int, num_points: int, batch_size: int):
@@ -41,37 +73,112 @@ def batch_indices(seed: int, step: int, num_points: int, batch_size: int):
   return rng.choice(num_points, batch_size, replace=False)
 
 
+class TrainingDiverged(RuntimeError):
+  """Too many consecutive steps had a non-finite loss; the run was stopped."""
+
+
 def _log_line(step, metrics, rate):
   return (f"step {step:6d}  loss {metrics['loss']:+.4f}  recon {metrics['recon']:.4f}"
           f"  log_q {metrics['log_q']:+.4f}  log_p {metrics['log_p']:+.4f}"
           f"  lr_psi {metrics['lr_psi']:.2e}"
           f"  psi_rejected {int(metrics['psi_rejected'])}"
+          f"  net_skipped {int(metrics['net_skipped'])}"
           f"  inf_iters {metrics['inference_iters']:.1f}  {rate:.1f} steps/s")
 
 
-def train(config: Config, data: SyntheticData, workdir, log=print):
-  """Trains from scratch, logging to ``workdir/metrics.jsonl`` and checkpointing.
+def _likely_cause(state, config: Config) -> str:
+  """Names what most likely made the loss non-finite, from the state."""
+  psi = np.asarray(state.psi)
+  params_finite = all(np.all(np.isfinite(a))
+                      for a in jax.tree_util.tree_leaves(state.params))
+  if not np.all(np.isfinite(psi)) or np.abs(psi).sum(axis=1).max() > 100:
+    return (f"the transport operators Psi exploded (largest 1-norm "
+            f"{np.abs(psi).sum(axis=1).max():.3g}); lower lr_psi/max_lr_psi "
+            f"(now {config.lr_psi}/{config.max_lr_psi}) or raise eta "
+            f"(now {config.eta})")
+  if not params_finite:
+    return (f"the network parameters became non-finite; lower lr_net (now "
+            f"{config.lr_net})")
+  return ("the parameters are finite but every batch gives a non-finite loss: "
+          "check the data for extreme values, or lower lr_net "
+          f"(now {config.lr_net}) and latent_scale (now {config.latent_scale})")
+
+
+def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
+  """Drops logged steps after ``last_step`` (a resumed run logs them again)."""
+  if not path.exists():
+    return
+  kept = [line for line in path.read_text().splitlines(keepends=True)
+          if line.strip() and json.loads(line)["step"] <= last_step]
+  path.write_text("".join(kept))
+
+
+def train(config: Config, data: SyntheticData, workdir, log=print,
+          resume: bool = False):
+  """Trains, logging to ``workdir/metrics.jsonl`` and checkpointing.
+
+  Checkpoints are written every ``config.checkpoint_every`` steps and at the
+  end (``workdir/checkpoints``). Batches and noise are pure functions of
+  ``(seed, step)``, so with ``resume=True`` a run continues from its latest
+  checkpoint and reaches the same parameters as a run never interrupted.
+
+  A step with a non-finite loss or gradient is skipped by the step itself
+  (counted in ``state.net_skipped``); after ``config.max_bad_steps`` such
+  steps in a row the run stops with :class:`TrainingDiverged`, keeping its
+  last checkpoint (none is written while steps are failing).
 
   Returns:
-    ``(state, info)`` with ``info = {"steps", "train_time_s", "compile_time_s"}``.
+    ``(state, info)`` with ``info = {"steps", "train_time_s",
+    "compile_time_s", "resumed_from_step"}``.
+
+  Raises:
+    ValueError: for data that do not fit ``config``.
+    CheckpointError: for a checkpoint that is corrupt or of another
+      configuration (when resuming).
+    TrainingDiverged: as described above.
   """
-  _check_data(config, data)
+  check_data(config, data)
   workdir = pathlib.Path(workdir)
   model = Model.create(config, data.data_dim)
   state = init_state(jax.random.PRNGKey(config.seed), config, data.anchors,
                      data.data_dim)
+  if resume and checkpoint_steps(workdir):
+    state = restore_checkpoint(workdir, state)
+    log(f"resuming from the checkpoint at step {int(state.step)}")
+  elif resume:
+    log(f"no checkpoint in {workdir} yet: starting from step 0")
+  first_step = int(state.step)
+  metrics_path = workdir / METRICS_NAME
+  _truncate_metrics(metrics_path, first_step if resume else -1)
+
   step_fn = make_train_step(model)
   x = jnp.asarray(data.x_train, jnp.float32)
   labels = jnp.asarray(data.labels_train, jnp.int32)
   step_key = jax.random.PRNGKey(config.seed + 1)
   start = last_time = time.perf_counter()
-  compile_time, last_step = 0.0, 0
-  with open(workdir / METRICS_NAME, "w") as metrics_file:
-    for step in range(config.num_steps):
+  compile_time, last_step = 0.0, first_step
+  streak = None  # bad_streak of the previous step, read one step late
+  with open(metrics_path, "a") as metrics_file:
+    for step in range(first_step, config.num_steps):
       idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
+      previous = state
       state, metrics = step_fn(state, {"x": x[idx], "label": labels[idx]},
                                jax.random.fold_in(step_key, step))
-      if step == 0:
+      # Reading the previous step's counter keeps the device one step ahead.
+      if streak is not None:
+        bad = int(streak)
+        if bad == 1:
+          log(f"step {step}: non-finite loss; network step skipped, Psi step "
+              "rejected")
+        if bad >= config.max_bad_steps:
+          raise TrainingDiverged(
+              f"{bad} consecutive steps up to step {step} had a non-finite "
+              f"loss (config.max_bad_steps={config.max_bad_steps}). Likely "
+              f"cause: {_likely_cause(previous, config)}. The last good "
+              f"checkpoint is kept in {workdir / CHECKPOINT_DIR} (steps "
+              f"{checkpoint_steps(workdir)}).")
+      streak = state.bad_streak
+      if step == first_step:
         jax.block_until_ready(state)
         compile_time = time.perf_counter() - start
         last_time = time.perf_counter()
@@ -79,42 +186,102 @@ def train(config: Config, data: SyntheticData, workdir, log=print):
       if done % config.log_every == 0 or done == config.num_steps:
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         now = time.perf_counter()
-        rate = (done - max(last_step, 1)) / max(now - last_time, 1e-9)
+        rate = (done - max(last_step, first_step + 1)) / max(now - last_time, 1e-9)
         last_time, last_step = now, done
         metrics_file.write(json.dumps({"step": done, **metrics,
                                        "steps_per_s": rate}) + "\n")
         metrics_file.flush()
         log(_log_line(done, metrics, rate))
-      if done % config.checkpoint_every == 0 and done < config.num_steps:
+      if done == config.num_steps:
+        # Failed steps change no parameters, so the final state is kept as is.
+        if int(state.bad_streak):
+          log(f"warning: the last {int(state.bad_streak)} steps had a "
+              "non-finite loss")
         save_checkpoint(workdir, state)
-  save_checkpoint(workdir, state)
+      elif done % config.checkpoint_every == 0:
+        if int(state.bad_streak) == 0:
+          save_checkpoint(workdir, state)
+        else:
+          log(f"step {done}: checkpoint skipped while steps are failing")
   train_time = time.perf_counter() - start
   return state, {"steps": config.num_steps, "train_time_s": train_time,
-                 "compile_time_s": compile_time}
+                 "compile_time_s": compile_time, "resumed_from_step": first_step}
 
 
-def train_and_evaluate(config: Config, data: SyntheticData, workdir,
-                       log=print) -> tuple[TrainedVAELLS, dict]:
+def validate_run(config: Config, data: SyntheticData, workdir, resume: bool = False,
+                 overwrite: bool = False) -> None:
+  """Checks everything :func:`train_and_evaluate` checks before it writes.
+
+  Raises:
+    ValueError: for data that do not fit ``config``, or a ``workdir`` that
+      already holds a run (unless ``resume`` or ``overwrite``).
+    CheckpointError: when resuming a run of another configuration or data.
+  """
+  check_data(config, data)
+  workdir = pathlib.Path(workdir)
+  steps = checkpoint_steps(workdir)
+  if resume:
+    if not (workdir / CONFIG_NAME).exists():
+      raise ValueError(f"Nothing to resume: {workdir} holds no run "
+                       f"({CONFIG_NAME} is missing).")
+    saved = config_from_json(workdir / CONFIG_NAME)
+    if saved != config:
+      changed = [f"{f.name}: saved {getattr(saved, f.name)!r}, now "
+                 f"{getattr(config, f.name)!r}"
+                 for f in dataclasses.fields(Config)
+                 if getattr(saved, f.name) != getattr(config, f.name)]
+      raise CheckpointError(f"The run in {workdir} has a different "
+                            f"configuration ({'; '.join(changed)}); resume "
+                            "with the same flags, or start another workdir.")
+    if (workdir / DATA_NAME).exists():
+      saved_data = load_synthetic(workdir / DATA_NAME)
+      if not (np.array_equal(saved_data.x_train, data.x_train)
+              and np.array_equal(saved_data.labels_train, data.labels_train)):
+        raise CheckpointError(f"The run in {workdir} was trained on different "
+                              "data; resume with the same data.")
+  elif steps and not overwrite:
+    raise ValueError(f"{workdir} already holds a run (checkpoints at steps "
+                     f"{steps}); resume it, overwrite it, or choose another "
+                     "workdir.")
+
+
+def train_and_evaluate(config: Config, data: SyntheticData, workdir, log=print,
+                       resume: bool = False,
+                       overwrite: bool = False) -> tuple[TrainedVAELLS, dict]:
   """Trains VAELLS on ``data`` and writes every output into ``workdir``.
 
   Outputs: ``config.json``, ``dataset.npz``, ``metrics.jsonl``,
-  ``checkpoint.msgpack``, ``summary.json``, ``summary.md`` and the figures.
+  ``checkpoints/``, ``summary.json``, ``summary.md`` and the figures.
+  Everything is validated before the first file is written.
+
+  Args:
+    config: the run's configuration.
+    data: the data set.
+    workdir: output folder.
+    log: where progress lines go.
+    resume: continue the run in ``workdir`` from its latest checkpoint (the
+      configuration and data must be the same).
+    overwrite: start over in a ``workdir`` that already holds a run
+      (its checkpoints are deleted); without it that is an error.
 
   Returns:
     ``(trained model, summary dict)``.
   """
   start = time.perf_counter()
   workdir = pathlib.Path(workdir)
+  validate_run(config, data, workdir, resume, overwrite)
   workdir.mkdir(parents=True, exist_ok=True)
-  _check_data(config, data)
+  if overwrite and not resume:
+    shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
   (workdir / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(config), indent=2))
   save_synthetic(workdir / DATA_NAME, data)
-  state, info = train(config, data, workdir, log)
+  state, info = train(config, data, workdir, log, resume=resume)
   trained = TrainedVAELLS(config, state.params, state.psi, data)
   summary = {
       **info,
       "psi_rejected_steps": int(state.psi_rejected),
       "psi_attempted_steps": int(state.psi_attempted),
+      "net_skipped_steps": int(state.net_skipped),
       "final_lr_psi": float(state.lr_psi),
   }
   summary.update(evaluate_and_report(trained, workdir, summary))

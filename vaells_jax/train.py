@@ -14,6 +14,11 @@ infers the posterior and prior coefficients (constants), and takes
 Which groups move, and the term weights, depend on the phase (warm-up, network
 steps, ``Psi`` steps), computed from ``state.step`` inside the jitted function,
 so the schedule never triggers a recompilation.
+
+Numerical faults do not crash the step: when the loss or a gradient is not
+finite the network step is skipped (``net_skipped`` counts it) and the ``Psi``
+step is rejected; ``bad_streak`` counts consecutive such steps so that the
+training loop can stop a run that does not recover.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ class TrainState:
     lr_psi: current rate of the ``Psi`` step.
     psi_rejected: rejected ``Psi`` steps so far.
     psi_attempted: ``Psi`` steps tried so far.
+    net_skipped: network steps skipped for a non-finite loss or gradient.
+    bad_streak: consecutive steps (up to this one) with a non-finite loss or
+      gradient; 0 after a good step.
   """
 
   step: jax.Array
@@ -66,6 +74,8 @@ class TrainState:
   lr_psi: jax.Array
   psi_rejected: jax.Array
   psi_attempted: jax.Array
+  net_skipped: jax.Array
+  bad_streak: jax.Array
 
 
 class Phase(NamedTuple):
@@ -143,7 +153,9 @@ def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
       opt_state=make_optimizer(config).init(params), psi=psi,
       lr_psi=jnp.asarray(config.lr_psi, jnp.float32),
       psi_rejected=jnp.zeros((), jnp.int32),
-      psi_attempted=jnp.zeros((), jnp.int32))
+      psi_attempted=jnp.zeros((), jnp.int32),
+      net_skipped=jnp.zeros((), jnp.int32),
+      bad_streak=jnp.zeros((), jnp.int32))
 
 
 class Noise(NamedTuple):
@@ -288,6 +300,11 @@ def _select(flag, new, old):
   return jax.tree_util.tree_map(lambda a, b: jnp.where(flag, a, b), new, old)
 
 
+def _all_finite(tree):
+  leaves = jax.tree_util.tree_leaves(tree)
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+
+
 def _psi_update(state: TrainState, psi_new, accept, update, config: Config):
   """Accept/reject bookkeeping of the ``Psi`` step."""
   grow = jnp.minimum(state.lr_psi / PSI_RATE_FACTOR, config.max_lr_psi)
@@ -330,10 +347,12 @@ def make_train_step(model: Model):
 
     (_, terms), (g_params, g_psi) = jax.value_and_grad(
         loss, argnums=(0, 1), has_aux=True)(state.params, state.psi)
+    finite = jnp.isfinite(terms.total) & _all_finite((g_params, g_psi))
+    update_net = phase.update_net & finite
     updates, opt_state = optimizer.update(g_params, state.opt_state, state.params)
-    params = _select(phase.update_net, optax.apply_updates(state.params, updates),
+    params = _select(update_net, optax.apply_updates(state.params, updates),
                      state.params)
-    opt_state = _select(phase.update_net, opt_state, state.opt_state)
+    opt_state = _select(update_net, opt_state, state.opt_state)
 
     psi_new = state.psi - state.lr_psi * g_psi
     new_part = jax.lax.cond(
@@ -342,16 +361,20 @@ def make_train_step(model: Model):
                                 inferred, phase, z=args[3]).transport_part,
         lambda: terms.transport_part)
     # Same samples z as the current objective (paper Algorithm 1), new Psi.
-    accept = jnp.isfinite(new_part) & (new_part <= terms.transport_part)
+    accept = finite & jnp.isfinite(new_part) & (new_part <= terms.transport_part)
     psi, lr_psi, rejected, attempted = _psi_update(
         state, psi_new, accept, phase.update_psi, cfg)
     new_state = state.replace(
         step=state.step + 1, params=params, opt_state=opt_state, psi=psi,
-        lr_psi=lr_psi, psi_rejected=rejected, psi_attempted=attempted)
+        lr_psi=lr_psi, psi_rejected=rejected, psi_attempted=attempted,
+        net_skipped=state.net_skipped + (phase.update_net & ~finite).astype(
+            jnp.int32),
+        bad_streak=jnp.where(finite, 0, state.bad_streak + 1))
     metrics = {
         "loss": terms.total, "recon": terms.recon, "log_q": terms.log_q,
         "log_p": terms.log_p, "frobenius": terms.frobenius, "lr_psi": lr_psi,
         "psi_rejected": rejected, "psi_accepted": phase.update_psi & accept,
+        "net_skipped": new_state.net_skipped,
         "inference_iters": jnp.mean(inferred.prior.num_iter.astype(jnp.float32)),
         "inference_converged": jnp.mean(
             inferred.prior.converged.astype(jnp.float32)),
