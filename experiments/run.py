@@ -6,7 +6,7 @@ Flags:
   --config.KEY=VALUE      override any field of the experiment's config,
                           e.g. --config.num_steps=200 --config.seed=1
   --resume                continue the run in --workdir from its latest
-                          checkpoint (same flags as the first time)
+                          checkpoint, with its saved configuration
   --overwrite             start over in a --workdir that holds a run
 
 Exit status: 0 done; 2 bad input (flags, config, data, checkpoint), with a
@@ -24,7 +24,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from vaells_jax.config import override  # noqa: E402
+from vaells_jax.config import CONFIG_NAME, config_from_json, override  # noqa: E402
 from vaells_jax.data.synthetic import make_concentric, make_swiss_roll  # noqa: E402
 
 EXPERIMENTS = {
@@ -58,13 +58,17 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
+  workdir = pathlib.Path(args.workdir or ROOT / "runs" / args.exp)
   config_module = importlib.import_module(f"experiments.configs.{args.exp}")
+  saved = workdir / CONFIG_NAME
   try:
-    config = override(config_module.get_config(), overrides)
+    # A resumed run keeps its saved configuration; flags may only repeat it.
+    base = (config_from_json(saved) if args.resume and saved.exists() else
+            config_module.get_config())
+    config = override(base, overrides)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  workdir = pathlib.Path(args.workdir or ROOT / "runs" / args.exp)
   from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
   from vaells_jax.runner import TrainingDiverged, train_and_evaluate, validate_run
 

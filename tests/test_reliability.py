@@ -187,6 +187,15 @@ def test_a_workdir_with_a_run_needs_resume_or_overwrite(tmp_path):
   assert run_cli.main([*flags, "--resume", "--config.seed=3"]) == 2  # other config
   assert run_cli.main([*flags, "--overwrite"]) == 0
   assert checkpoint_steps(workdir) == [2]
+  # --resume alone takes the saved configuration (here: nothing left to train).
+  assert run_cli.main(["--exp=concentric", f"--workdir={workdir}", "--resume"]) == 0
+  for path in (workdir / CHECKPOINT_DIR).rglob("*"):
+    if path.is_file() and "ocdbt" in str(path):
+      path.write_bytes(b"garbage")
+  result = _cli("--exp=concentric", f"--workdir={workdir}", "--resume")
+  assert result.returncode == 2
+  assert "is corrupt" in result.stderr and "Traceback" not in result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def _final_state(workdir, config):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 import jax
@@ -11,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.checkpoint import restore_checkpoint
-from vaells_jax.config import Config
+from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic
 from vaells_jax.inference import infer_coefficients
 from vaells_jax.laplace import sample_laplace
@@ -21,7 +20,6 @@ from vaells_jax.transport import transport, transport_path
 __all__ = ["TrainedVAELLS", "load"]
 
 DATA_NAME = "dataset.npz"
-CONFIG_NAME = "config.json"
 
 
 @dataclasses.dataclass
@@ -109,13 +107,6 @@ class TrainedVAELLS:
         num_restarts=cfg.num_restarts, init_range=cfg.init_range,
         max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
     return transport_path(self.psi, result.coeffs, w0, ts) * self._scale
-
-
-def config_from_json(path) -> Config:
-  raw = json.loads(pathlib.Path(path).read_text())
-  fields = {f.name: f for f in dataclasses.fields(Config)}
-  return Config(**{k: tuple(v) if isinstance(v, list) else v
-                   for k, v in raw.items() if k in fields})
 
 
 def load(workdir) -> TrainedVAELLS:

@@ -9,8 +9,13 @@ layout as JSON metadata.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
+import os
 import pathlib
+import sys
+import time
 
 import jax
 import numpy as np
@@ -65,6 +70,38 @@ def save_checkpoint(workdir, state) -> int:
   return step
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+  """Discards what is written to file descriptor 2 inside the block.
+
+  A failed orbax restore leaves its read coroutines pending; as they are
+  collected (from orbax's threads) each prints an "Event loop is closed"
+  traceback that carries no information. The error itself is re-raised as a
+  :class:`CheckpointError` after the block.
+  """
+  sys.stderr.flush()
+  saved = os.dup(2)
+  try:
+    with open(os.devnull, "w") as null:
+      os.dup2(null.fileno(), 2)
+      try:
+        yield
+      finally:
+        gc.collect()
+        time.sleep(0.1)  # let orbax's threads finish writing
+        sys.stderr.flush()
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+
+
+def _first_words(error: Exception, limit: int = 160) -> str:
+  """The start of an error message (tensorstore's run to kilobytes)."""
+  text = " ".join(str(error).split()).split(" [tensorstore_spec")[0]
+  text = f"{type(error).__name__}: {text}"
+  return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _describe(tree) -> list[tuple[str, tuple, str]]:
   return [(jax.tree_util.keystr(path), tuple(np.shape(leaf)),
            str(np.asarray(leaf).dtype))
@@ -94,13 +131,12 @@ def restore_checkpoint(workdir, target, step: int | None = None):
     raise CheckpointError(f"No checkpoint for step {step} in {folder}; "
                           f"there are: {steps}.")
   try:
-    with _manager(workdir, create=False) as manager:
+    with _quiet_stderr(), _manager(workdir, create=False) as manager:
       restored = manager.restore(step, args=ocp.args.StandardRestore(target))
   except Exception as e:  # tensorstore, JSON and tree errors alike
     raise CheckpointError(
         f"Checkpoint {folder / str(step)} is corrupt or was written by a "
-        f"different configuration ({type(e).__name__}: "
-        f"{str(e).splitlines()[0] if str(e) else ''}).") from None
+        f"different configuration ({_first_words(e)}).") from None
   expected, found = _describe(target), _describe(restored)
   if expected != found:
     diff = next((e, f) for e, f in zip(expected + [None], found + [None],

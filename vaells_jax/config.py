@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import numbers
+import pathlib
 from typing import Any
 
-__all__ = ["Config", "override"]
+__all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
+
+CONFIG_NAME = "config.json"  # where a run saves its configuration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,3 +158,11 @@ def override(config: Config, overrides: dict[str, str]) -> Config:
     except ValueError as e:
       raise ValueError(f"Bad value for config.{key}: {e}") from None
   return dataclasses.replace(config, **changes)
+
+
+def config_from_json(path) -> Config:
+  """Reads a configuration saved by a run (``WORKDIR/config.json``)."""
+  raw = json.loads(pathlib.Path(path).read_text())
+  fields = {f.name for f in dataclasses.fields(Config)}
+  return Config(**{k: tuple(v) if isinstance(v, list) else v
+                   for k, v in raw.items() if k in fields})

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.api import CONFIG_NAME, DATA_NAME, TrainedVAELLS, config_from_json
+from vaells_jax.api import DATA_NAME, TrainedVAELLS
 from vaells_jax.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
@@ -20,7 +20,7 @@ from vaells_jax.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from vaells_jax.config import Config
+from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.report import evaluate_and_report
 from vaells_jax.train import Model, init_state, make_train_step
