@@ -67,6 +67,8 @@ class Config:
   checkpoint_every: int = 1000
   # Consecutive steps with a non-finite loss before the run stops.
   max_bad_steps: int = 100
+  # Split each batch over all devices (jax.devices()); state replicated.
+  data_parallel: bool = False
 
   def __post_init__(self):
     self._check_types()

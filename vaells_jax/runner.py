@@ -9,8 +9,8 @@ import shutil
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.api import DATA_NAME, TrainedVAELLS
 from vaells_jax.checkpoint import (
@@ -23,7 +23,7 @@ from vaells_jax.checkpoint import (
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.report import evaluate_and_report
-from vaells_jax.train import Model, init_state, make_train_step
+from vaells_jax.train import Model, data_parallel_mesh, init_state, make_train_step
 
 __all__ = [
     "TrainingDiverged", "check_data", "train", "train_and_evaluate", "validate_run"
@@ -62,6 +62,11 @@ def check_data(config: Config, data: SyntheticData) -> None:
     raise ValueError(f"Training labels must be in [0, {anchors.shape[0]}) (one "
                      f"anchor set per class), got [{labels.min()}, "
                      f"{labels.max()}].")
+  if config.data_parallel and config.batch_size % jax.device_count():
+    raise ValueError(
+        f"config.batch_size={config.batch_size} cannot be split evenly over "
+        f"{jax.device_count()} devices (config.data_parallel=true); use a "
+        f"multiple of {jax.device_count()}.")
   if x.shape[0] < config.batch_size:
     raise ValueError(f"config.batch_size={config.batch_size} is larger than the "
                      f"{x.shape[0]} training points.")
@@ -104,6 +109,21 @@ def _likely_cause(state, config: Config) -> str:
           f"(now {config.lr_net}) and latent_scale (now {config.latent_scale})")
 
 
+def _batch_placement(mesh):
+  """How a host batch goes to the devices: whole, or split over ``mesh``.
+
+  Every process computes the same global batch (a function of seed and
+  step), so with several hosts each one supplies the rows of its own
+  devices' shards.
+  """
+  if mesh is None:
+    return jax.device_put
+  split = NamedSharding(mesh, PartitionSpec("data"))
+  return lambda batch: {
+      k: jax.make_array_from_callback(v.shape, split, lambda i, v=v: v[i])
+      for k, v in batch.items()}
+
+
 def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
   """Drops logged steps after ``last_step`` (a resumed run logs them again)."""
   if not path.exists():
@@ -139,6 +159,7 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
   """
   check_data(config, data)
   workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
   model = Model.create(config, data.data_dim)
   state = init_state(jax.random.PRNGKey(config.seed), config, data.anchors,
                      data.data_dim)
@@ -151,9 +172,13 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
   metrics_path = workdir / METRICS_NAME
   _truncate_metrics(metrics_path, first_step if resume else -1)
 
-  step_fn = make_train_step(model)
-  x = jnp.asarray(data.x_train, jnp.float32)
-  labels = jnp.asarray(data.labels_train, jnp.int32)
+  mesh = data_parallel_mesh() if config.data_parallel else None
+  step_fn = make_train_step(model, mesh)
+  place = _batch_placement(mesh)
+  if mesh is not None:
+    state = jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
+  x = np.asarray(data.x_train, np.float32)
+  labels = np.asarray(data.labels_train, np.int32)
   step_key = jax.random.PRNGKey(config.seed + 1)
   start = last_time = time.perf_counter()
   compile_time, last_step = 0.0, first_step
@@ -162,7 +187,7 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
     for step in range(first_step, config.num_steps):
       idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
       previous = state
-      state, metrics = step_fn(state, {"x": x[idx], "label": labels[idx]},
+      state, metrics = step_fn(state, place({"x": x[idx], "label": labels[idx]}),
                                jax.random.fold_in(step_key, step))
       # Reading the previous step's counter keeps the device one step ahead.
       if streak is not None:

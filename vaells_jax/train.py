@@ -28,7 +28,9 @@ from typing import Any, NamedTuple
 import flax
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.config import Config
 from vaells_jax.inference import infer_coefficients
@@ -42,7 +44,10 @@ from vaells_jax.objective import (
 )
 from vaells_jax.transport import transport
 
-__all__ = ["Phase", "TrainState", "init_state", "make_train_step", "phase_of"]
+__all__ = [
+    "Phase", "TrainState", "data_parallel_mesh", "init_state", "make_train_step",
+    "phase_of"
+]
 
 PSI_RATE_FACTOR = 0.99
 PSI_LATE_DECAY = 0.9992
@@ -317,11 +322,23 @@ def _psi_update(state: TrainState, psi_new, accept, update, config: Config):
           state.psi_attempted + update.astype(jnp.int32))
 
 
-def make_train_step(model: Model):
+def data_parallel_mesh(devices=None) -> jax.sharding.Mesh:
+  """A 1-D mesh, axis ``"data"``, over ``devices`` (default: all devices)."""
+  devices = jax.devices() if devices is None else devices
+  return jax.sharding.Mesh(np.asarray(devices), ("data",))
+
+
+def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   """Builds the jitted ``train_step(state, batch, key) -> (state, metrics)``.
 
   ``batch`` is ``{"x": [B, D], "label": [B] int}``; labels pick each sample's
   anchors from ``params["anchors"][label]``.
+
+  With a ``mesh`` (see :func:`data_parallel_mesh`) the step is data-parallel:
+  the batch is split over the mesh's ``"data"`` axis, the state and the
+  metrics are replicated, and XLA inserts the cross-device reductions. The
+  step computes the same function as without a mesh (up to the order of
+  floating-point sums); ``B`` must be a multiple of the number of devices.
   """
   cfg = model.config
   optimizer = make_optimizer(cfg)
@@ -381,4 +398,9 @@ def make_train_step(model: Model):
     }
     return new_state, metrics
 
-  return jax.jit(train_step)
+  if mesh is None:
+    return jax.jit(train_step)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  split = NamedSharding(mesh, PartitionSpec("data"))
+  return jax.jit(train_step, in_shardings=(replicated, split, replicated),
+                 out_shardings=(replicated, replicated))
