@@ -274,8 +274,8 @@ def _inject(monkeypatch, fault):
   """Makes the runner's train step apply ``fault(step, state, batch)`` first."""
   make = runner.make_train_step
 
-  def make_faulty(model):
-    step_fn = make(model)
+  def make_faulty(*args):
+    step_fn = make(*args)
 
     def faulty(state, batch, key):
       state, batch = fault(int(state.step), state, batch)
@@ -329,7 +329,7 @@ def test_long_run_neither_recompiles_nor_grows_memory(tmp_path, monkeypatch):
   made = []
   make = runner.make_train_step
   monkeypatch.setattr(runner, "make_train_step",
-                      lambda model: made.append(make(model)) or made[-1])
+                      lambda *args: made.append(make(*args)) or made[-1])
   process = psutil.Process(os.getpid())
   samples = []
 

@@ -1,0 +1,152 @@
+"""Training-step time of each experiment, against the original method of inference.
+
+For every experiment config, times one jitted VAELLS training step (after
+warm-up, so the step infers coefficients) twice, in one run and on the same
+state, batch and key:
+
+* ``vaells_jax``: the library's step, one batched proximal-gradient solve;
+* ``scipy_cg``: the same step with the original research code's inference
+  swapped in: per pair and per restart ``scipy.optimize.minimize(method="CG",
+  maxiter=50)`` with the analytic gradient (:mod:`vaells_jax.reference`),
+  called from the step through ``jax.pure_callback``, from the same starts.
+
+Compile time is reported apart from the steady-state time (minimum and median
+over repeats, after ``block_until_ready``).
+
+Usage::
+
+    python benchmarks/train_step.py            # 5 repeats
+    python benchmarks/train_step.py --quick    # CI smoke mode (1 repeat)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pathlib
+import sys
+import time
+from unittest import mock
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import vaells_jax  # noqa: E402
+from vaells_jax import train  # noqa: E402
+from vaells_jax.data.synthetic import make_concentric, make_swiss_roll  # noqa: E402
+from vaells_jax.inference import InferenceResult  # noqa: E402
+from vaells_jax.reference import infer_pair_cg  # noqa: E402
+
+EXPERIMENTS = {"concentric": make_concentric, "swiss_roll": make_swiss_roll}
+CG_ITERATIONS = 50  # the original code's setting
+
+
+def cg_infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
+                          init_range=(0.0, 1.0), max_iter=None, tol=None):
+  """``infer_coefficients`` with the original per-pair scipy CG inside.
+
+  Same signature, same starts (restart ``r`` from ``U[lo + r w, hi + r w]``)
+  and same result type; ``max_iter`` and ``tol`` are ignored for the
+  original method's 50 CG iterations.
+  """
+  del max_iter, tol
+  num_ops = psi.shape[0]
+  batch = jnp.broadcast_shapes(z0.shape[:-1], z1.shape[:-1], jnp.shape(l1_weight),
+                               jnp.shape(init_range[0]), jnp.shape(init_range[1]))
+  flat = lambda a, tail=(): jnp.broadcast_to(a, batch + tail).reshape(  # noqa: E731
+      (-1,) + tail)
+  z0, z1 = flat(z0, z0.shape[-1:]), flat(z1, z1.shape[-1:])
+  l1, lo, hi = flat(l1_weight), flat(init_range[0]), flat(init_range[1])
+  offsets = jnp.arange(num_restarts)[:, None, None] * (hi - lo)[None, :, None]
+  init = jax.random.uniform(key, (num_restarts, z0.shape[0], num_ops),
+                            minval=lo[None, :, None], maxval=hi[None, :, None])
+  init = init + offsets
+
+  def host(psi, z0, z1, l1, init):
+    psi, z0, z1, l1, init = (np.asarray(a, np.float64)
+                             for a in (psi, z0, z1, l1, init))
+    coeffs = np.zeros(init.shape[1:])
+    objective = np.full(init.shape[1], np.inf)
+    for r in range(init.shape[0]):
+      for n in range(init.shape[1]):
+        c, value = infer_pair_cg(psi, z0[n], z1[n], l1[n], init[r, n],
+                                 CG_ITERATIONS)
+        if value < objective[n]:
+          coeffs[n], objective[n] = c, value
+    return coeffs.astype(np.float32), objective.astype(np.float32)
+
+  shapes = (jax.ShapeDtypeStruct(init.shape[1:], jnp.float32),
+            jax.ShapeDtypeStruct(init.shape[1:2], jnp.float32))
+  coeffs, objective = jax.pure_callback(host, shapes, psi, z0, z1, l1, init)
+  return InferenceResult(
+      coeffs.reshape(batch + (num_ops,)), objective.reshape(batch),
+      jnp.full(batch, CG_ITERATIONS, jnp.int32), jnp.ones(batch, bool))
+
+
+def _timed(fn, repeats):
+  start = time.perf_counter()
+  jax.block_until_ready(fn())
+  first = time.perf_counter() - start
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - start)
+  return {"first_s": first, "min_s": min(times), "median_s": float(np.median(times))}
+
+
+def run_experiment(name: str, repeats: int) -> dict:
+  config = importlib.import_module(f"experiments.configs.{name}").get_config()
+  data = EXPERIMENTS[name](seed=config.seed)
+  model = train.Model.create(config, data.data_dim)
+  state = train.init_state(jax.random.PRNGKey(0), config, data.anchors,
+                           data.data_dim)
+  # A step past warm-up, so that it infers coefficients.
+  state = state.replace(step=jnp.asarray(config.warmup_steps, jnp.int32))
+  batch = {"x": jnp.asarray(data.x_train[:config.batch_size], jnp.float32),
+           "label": jnp.asarray(data.labels_train[:config.batch_size])}
+  key = jax.random.PRNGKey(1)
+  ours = train.make_train_step(model)
+  with mock.patch.object(train, "infer_coefficients", cg_infer_coefficients):
+    original = train.make_train_step(model)
+    original_time = _timed(lambda: original(state, batch, key), repeats)
+  our_time = _timed(lambda: ours(state, batch, key), repeats)
+  pairs = config.batch_size * config.num_samples * (1 + data.anchors.shape[1])
+  return {
+      "experiment": name,
+      "pair_solves_per_step": pairs * config.num_restarts,
+      "vaells_jax": our_time,
+      "scipy_cg": original_time,
+      "speedup": original_time["min_s"] / our_time["min_s"],
+  }
+
+
+def main(argv=None) -> list[dict]:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true", help="1 repeat (CI)")
+  parser.add_argument("--repeats", type=int, default=None)
+  parser.add_argument("--experiments", default=",".join(EXPERIMENTS))
+  args = parser.parse_args(argv)
+  repeats = args.repeats or (1 if args.quick else 5)
+  print(f"device={jax.devices()[0]} jax={jax.__version__} "
+        f"vaells_jax={vaells_jax.__version__} repeats={repeats}")
+  rows = [run_experiment(name, repeats) for name in args.experiments.split(",")]
+  print("| experiment | pair-solves/step | vaells_jax step ms (min / median) "
+        "| compile s | scipy CG step ms (min / median) | speedup |")
+  print("|---|---|---|---|---|---|")
+  for r in rows:
+    ours, cg = r["vaells_jax"], r["scipy_cg"]
+    print(f"| {r['experiment']} | {r['pair_solves_per_step']} "
+          f"| {1e3 * ours['min_s']:.1f} / {1e3 * ours['median_s']:.1f} "
+          f"| {ours['first_s'] - ours['median_s']:.1f} "
+          f"| {1e3 * cg['min_s']:.0f} / {1e3 * cg['median_s']:.0f} "
+          f"| {r['speedup']:.0f}x |")
+  return rows
+
+
+if __name__ == "__main__":
+  main()
