@@ -95,3 +95,13 @@ def test_benchmark_quick_mode():
   for r in rows:
     assert r["pairs_per_s"]["batched"] > 0
     assert all(np.isfinite(v) for v in r["median_objective"].values())
+
+
+def test_train_step_benchmark_quick_mode():
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import train_step
+
+  (row,) = train_step.main(["--quick", "--experiments=concentric"])
+  assert row["pair_solves_per_step"] == 120
+  assert row["vaells_jax"]["min_s"] > 0 and row["scipy_cg"]["min_s"] > 0
+  assert row["speedup"] > 1  # the batched solve beats a Python loop of scipy CG
