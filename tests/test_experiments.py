@@ -105,3 +105,18 @@ def test_train_step_benchmark_quick_mode():
   assert row["pair_solves_per_step"] == 120
   assert row["vaells_jax"]["min_s"] > 0 and row["scipy_cg"]["min_s"] > 0
   assert row["speedup"] > 1  # the batched solve beats a Python loop of scipy CG
+
+
+def test_inference_scaling_benchmark_quick_mode():
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import inference_scaling
+
+  results = inference_scaling.main(["--quick"])
+  assert [r["N"] for r in results["pairs"]] == [10, 1000]
+  assert [r["d"] for r in results["dim"]] == [2, 4]
+  assert [r["M"] for r in results["ops"]] == [1, 2]
+  for rows in results.values():
+    for r in rows:
+      assert r["min_s"] > 0 and r["memory_mb"] > 0
+  # Planned memory grows with the number of pairs.
+  assert results["pairs"][1]["memory_mb"] > results["pairs"][0]["memory_mb"]
