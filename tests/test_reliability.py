@@ -295,6 +295,8 @@ def test_poisoned_batches_in_a_run_are_counted_and_logged(tmp_path, monkeypatch)
   assert any("step 4: non-finite loss" in line for line in lines)
   assert all(np.all(np.isfinite(a)) for a in jax.tree_util.tree_leaves(state))
   assert checkpoint_steps(tmp_path) == [8, 12]
+  with pytest.raises(ValueError, match="already holds checkpoints"):
+    runner.train(SMALL, DATA, tmp_path, log=lines.append)
 
 
 def test_exploding_dictionary_stops_the_run_and_keeps_the_last_good_checkpoint(

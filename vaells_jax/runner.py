@@ -152,7 +152,8 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
     "compile_time_s", "resumed_from_step"}``.
 
   Raises:
-    ValueError: for data that do not fit ``config``.
+    ValueError: for data that do not fit ``config``, or a ``workdir`` that
+      holds checkpoints when not resuming (they would be mixed with this run's).
     CheckpointError: for a checkpoint that is corrupt or of another
       configuration (when resuming).
     TrainingDiverged: as described above.
@@ -163,6 +164,10 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
   model = Model.create(config, data.data_dim)
   state = init_state(jax.random.PRNGKey(config.seed), config, data.anchors,
                      data.data_dim)
+  if not resume and checkpoint_steps(workdir):
+    raise ValueError(f"{workdir} already holds checkpoints (steps "
+                     f"{checkpoint_steps(workdir)}); resume that run or use "
+                     "an empty workdir.")
   if resume and checkpoint_steps(workdir):
     state = restore_checkpoint(workdir, state)
     log(f"resuming from the checkpoint at step {int(state.step)}")
