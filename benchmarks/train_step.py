@@ -25,7 +25,6 @@ import argparse
 import importlib
 import pathlib
 import sys
-import time
 from unittest import mock
 
 import jax
@@ -39,7 +38,10 @@ import vaells_jax  # noqa: E402
 from vaells_jax import train  # noqa: E402
 from vaells_jax.data.synthetic import make_concentric, make_swiss_roll  # noqa: E402
 from vaells_jax.inference import InferenceResult  # noqa: E402
-from vaells_jax.reference import infer_pair_cg  # noqa: E402
+from vaells_jax.reference import infer_pairs_cg  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from inference_speed import timed  # noqa: E402
 
 EXPERIMENTS = {"concentric": make_concentric, "swiss_roll": make_swiss_roll}
 CG_ITERATIONS = 50  # the original code's setting
@@ -67,16 +69,7 @@ def cg_infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
   init = init + offsets
 
   def host(psi, z0, z1, l1, init):
-    psi, z0, z1, l1, init = (np.asarray(a, np.float64)
-                             for a in (psi, z0, z1, l1, init))
-    coeffs = np.zeros(init.shape[1:])
-    objective = np.full(init.shape[1], np.inf)
-    for r in range(init.shape[0]):
-      for n in range(init.shape[1]):
-        c, value = infer_pair_cg(psi, z0[n], z1[n], l1[n], init[r, n],
-                                 CG_ITERATIONS)
-        if value < objective[n]:
-          coeffs[n], objective[n] = c, value
+    coeffs, objective = infer_pairs_cg(psi, z0, z1, l1, init, CG_ITERATIONS)
     return coeffs.astype(np.float32), objective.astype(np.float32)
 
   shapes = (jax.ShapeDtypeStruct(init.shape[1:], jnp.float32),
@@ -87,16 +80,9 @@ def cg_infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
       jnp.full(batch, CG_ITERATIONS, jnp.int32), jnp.ones(batch, bool))
 
 
-def _timed(fn, repeats):
-  start = time.perf_counter()
-  jax.block_until_ready(fn())
-  first = time.perf_counter() - start
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - start)
-  return {"first_s": first, "min_s": min(times), "median_s": float(np.median(times))}
+def _times(fn, repeats):
+  first, best, median, _ = timed(fn, repeats)
+  return {"first_s": first, "min_s": best, "median_s": median}
 
 
 def run_experiment(name: str, repeats: int) -> dict:
@@ -113,8 +99,8 @@ def run_experiment(name: str, repeats: int) -> dict:
   ours = train.make_train_step(model)
   with mock.patch.object(train, "infer_coefficients", cg_infer_coefficients):
     original = train.make_train_step(model)
-    original_time = _timed(lambda: original(state, batch, key), repeats)
-  our_time = _timed(lambda: ours(state, batch, key), repeats)
+    original_time = _times(lambda: original(state, batch, key), repeats)
+  our_time = _times(lambda: ours(state, batch, key), repeats)
   pairs = config.batch_size * config.num_samples * (1 + data.anchors.shape[1])
   return {
       "experiment": name,

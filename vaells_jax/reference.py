@@ -60,7 +60,7 @@ def infer_pairs_cg(psi, z0, z1, l1_weight, init, max_iter=50):
   Args:
     psi: operators ``[M, d, d]``.
     z0, z1: points ``[N, d]``.
-    l1_weight: sparsity weight.
+    l1_weight: sparsity weight, scalar or one per pair ``[N]``.
     init: starting coefficients ``[R, N, M]`` (restarts first).
     max_iter: CG iterations per start (the original code uses 50).
 
@@ -68,11 +68,12 @@ def infer_pairs_cg(psi, z0, z1, l1_weight, init, max_iter=50):
     ``(coeffs [N, M], objective [N])`` of the best restart of each pair.
   """
   psi, z0, z1, init = (np.asarray(a, np.float64) for a in (psi, z0, z1, init))
+  l1_weight = np.broadcast_to(np.asarray(l1_weight, np.float64), init.shape[1:2])
   coeffs = np.zeros(init.shape[1:])
   objective = np.full(init.shape[1], np.inf)
   for r in range(init.shape[0]):
     for n in range(init.shape[1]):
-      c, value = infer_pair_cg(psi, z0[n], z1[n], l1_weight, init[r, n],
+      c, value = infer_pair_cg(psi, z0[n], z1[n], l1_weight[n], init[r, n],
                                max_iter)
       if value < objective[n]:
         coeffs[n], objective[n] = c, value

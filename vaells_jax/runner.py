@@ -160,15 +160,16 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
   """
   check_data(config, data)
   workdir = pathlib.Path(workdir)
+  saved_steps = checkpoint_steps(workdir)
+  if saved_steps and not resume:
+    raise ValueError(f"{workdir} already holds checkpoints (steps "
+                     f"{saved_steps}); resume that run or use an empty "
+                     "workdir.")
   workdir.mkdir(parents=True, exist_ok=True)
   model = Model.create(config, data.data_dim)
   state = init_state(jax.random.PRNGKey(config.seed), config, data.anchors,
                      data.data_dim)
-  if not resume and checkpoint_steps(workdir):
-    raise ValueError(f"{workdir} already holds checkpoints (steps "
-                     f"{checkpoint_steps(workdir)}); resume that run or use "
-                     "an empty workdir.")
-  if resume and checkpoint_steps(workdir):
+  if saved_steps:
     state = restore_checkpoint(workdir, state)
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:
