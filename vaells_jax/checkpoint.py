@@ -86,9 +86,11 @@ def _quiet_stderr():
       os.dup2(null.fileno(), 2)
       try:
         yield
-      finally:
+      except BaseException:
         gc.collect()
         time.sleep(0.1)  # let orbax's threads finish writing
+        raise
+      finally:
         sys.stderr.flush()
   finally:
     os.dup2(saved, 2)
