@@ -1,12 +1,31 @@
-"""Encoder and decoder networks (Flax): paper table 2, one hidden layer of 512 ReLU."""
+"""Encoder and decoder networks (Flax).
+
+``MLPEncoder`` / ``MLPDecoder``: paper table 2, one hidden layer of 512 ReLU.
+``ConvEncoder`` / ``ConvDecoder``: paper table 5, the MNIST networks.
+
+The convolutional layers reproduce PyTorch's ``Conv2d`` / ``ConvTranspose2d``
+(padding, stride and output size) and its flatten order (channel, row, column),
+so PyTorch weights load after permuting axes: a ``Conv2d`` weight
+``[out, in, kh, kw]`` and a ``ConvTranspose2d`` weight ``[in, out, kh, kw]``
+both become the Flax kernel ``w.transpose(2, 3, 1, 0)``, a ``Linear`` weight
+``[out, in]`` becomes ``w.T``.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 import flax.linen as nn
+import jax.numpy as jnp
 
-__all__ = ["MLPDecoder", "MLPEncoder"]
+__all__ = [
+    "ConvDecoder",
+    "ConvEncoder",
+    "MLPDecoder",
+    "MLPEncoder",
+    "torch_conv_padding",
+    "torch_conv_transpose_padding",
+]
 
 
 class MLPEncoder(nn.Module):
@@ -33,3 +52,136 @@ class MLPDecoder(nn.Module):
     for width in self.hidden:
       z = nn.relu(nn.Dense(width)(z))
     return nn.Dense(self.data_dim)(z)
+
+
+_SIDE = 28  # table 5 is written for 28 x 28 single-channel images
+_CHANNELS = 64
+
+
+def torch_conv_padding(pad: int) -> tuple[tuple[int, int], tuple[int, int]]:
+  """Flax ``nn.Conv`` padding equal to PyTorch ``Conv2d(padding=pad)``."""
+  return ((pad, pad), (pad, pad))
+
+
+def torch_conv_transpose_padding(
+    kernel: int, pad: int) -> tuple[tuple[int, int], tuple[int, int]]:
+  """Flax ``nn.ConvTranspose`` padding equal to PyTorch ``ConvTranspose2d``.
+
+  Flax pads the stride-dilated input by ``(lo, hi)`` and then runs a VALID
+  convolution, giving ``(n - 1) * s + 1 + lo + hi - k + 1`` outputs; with
+  ``lo = hi = k - 1 - pad`` that is PyTorch's ``(n - 1) * s - 2 * pad + k``.
+  """
+  if not 0 <= pad <= kernel - 1:
+    raise ValueError(
+        f"ConvTranspose2d padding must lie in [0, kernel - 1] = [0, {kernel - 1}],"
+        f" got {pad}.")
+  width = kernel - 1 - pad
+  return ((width, width), (width, width))
+
+
+def _conv(features: int, stride: int, pad: int, name: str) -> nn.Conv:
+  """A 4x4 ``nn.Conv`` acting as PyTorch ``Conv2d(kernel_size=4)``."""
+  return nn.Conv(features, (4, 4), strides=(stride, stride),
+                 padding=torch_conv_padding(pad), name=name)
+
+
+def _conv_transpose(features: int, stride: int, pad: int,
+                    name: str) -> nn.ConvTranspose:
+  """A 4x4 ``nn.ConvTranspose`` acting as PyTorch ``ConvTranspose2d``.
+
+  ``transpose_kernel=True`` makes the kernel ``[kh, kw, out, in]`` the
+  PyTorch weight ``[in, out, kh, kw]`` with axes permuted ``(2, 3, 1, 0)``.
+  """
+  return nn.ConvTranspose(features, (4, 4), strides=(stride, stride),
+                          padding=torch_conv_transpose_padding(4, pad),
+                          transpose_kernel=True, name=name)
+
+
+def _check_last_dim(x, size: int, name: str):
+  if x.ndim < 1 or x.shape[-1] != size:
+    raise ValueError(
+        f"{name} expects inputs [..., {size}], got shape {tuple(x.shape)}.")
+
+
+class ConvEncoder(nn.Module):
+  """``f_phi`` of paper table 5: ``[..., 784] -> [..., latent_dim]``.
+
+  Three 4x4 convolutions with 64 channels and ReLU, spatial sizes
+  28 -> 14 -> 7 -> 4 (stride 2 pad 1, stride 2 pad 1, stride 1 pad 0), then a
+  linear map of the 4 * 4 * 64 = 1024 features, flattened in PyTorch's
+  (channel, row, column) order.
+
+  Attributes:
+    latent_dim: ``d``, the size of the latent code.
+  """
+
+  latent_dim: int
+
+  @nn.compact
+  def __call__(self, x):
+    """Encodes flattened 28 x 28 images.
+
+    Args:
+      x: ``[..., 784]`` images, row-major; any leading shape, or none.
+
+    Returns:
+      ``[..., latent_dim]`` latent codes.
+
+    Raises:
+      ValueError: if the last axis of ``x`` is not 784.
+    """
+    _check_last_dim(x, _SIDE * _SIDE, "ConvEncoder")
+    lead = x.shape[:-1]
+    h = jnp.reshape(x, (-1, _SIDE, _SIDE, 1))
+    h = nn.relu(_conv(_CHANNELS, 2, 1, "conv1")(h))  # 14 x 14
+    h = nn.relu(_conv(_CHANNELS, 2, 1, "conv2")(h))  # 7 x 7
+    h = nn.relu(_conv(_CHANNELS, 1, 0, "conv3")(h))  # 4 x 4
+    h = jnp.transpose(h, (0, 3, 1, 2)).reshape(h.shape[0], -1)  # [n, 1024]
+    z = nn.Dense(self.latent_dim, name="dense")(h)
+    return jnp.reshape(z, lead + (self.latent_dim,))
+
+
+class ConvDecoder(nn.Module):
+  """``g_theta`` of paper table 5: ``[..., d] -> [..., 784]`` in ``(0, 1)``.
+
+  A linear map to 3136 = 64 * 7 * 7 units and ReLU, read as ``[64, 7, 7]``
+  (PyTorch's ``view`` order), then three 4x4 transposed convolutions, spatial
+  sizes 7 -> 8 -> 14 -> 28 (64 channels stride 1 pad 1, 64 channels stride 2
+  pad 2, 1 channel stride 2 pad 1), ReLU between them and a sigmoid at the end.
+
+  Attributes:
+    data_dim: the flattened image size; must be 784, the architecture fixes
+      28 x 28 images. Kept for the ``MLPDecoder`` constructor signature.
+  """
+
+  data_dim: int = _SIDE * _SIDE
+
+  def __post_init__(self):
+    if self.data_dim != _SIDE * _SIDE:
+      raise ValueError(
+          f"ConvDecoder produces 28 x 28 images, data_dim must be 784, got "
+          f"{self.data_dim}; use MLPDecoder for other data.")
+    super().__post_init__()
+
+  @nn.compact
+  def __call__(self, z):
+    """Decodes latent codes into flattened images.
+
+    Args:
+      z: ``[..., d]`` latent codes; any leading shape, or none.
+
+    Returns:
+      ``[..., 784]`` pixel intensities in ``(0, 1)``.
+
+    Raises:
+      ValueError: if ``z`` has no axes.
+    """
+    if z.ndim < 1:
+      raise ValueError("ConvDecoder expects inputs [..., d], got a scalar.")
+    lead = z.shape[:-1]
+    h = nn.relu(nn.Dense(_CHANNELS * 7 * 7, name="dense")(z))
+    h = jnp.reshape(h, (-1, _CHANNELS, 7, 7)).transpose(0, 2, 3, 1)
+    h = nn.relu(_conv_transpose(_CHANNELS, 1, 1, "convT1")(h))  # 8 x 8
+    h = nn.relu(_conv_transpose(_CHANNELS, 2, 2, "convT2")(h))  # 14 x 14
+    x = nn.sigmoid(_conv_transpose(1, 2, 1, "convT3")(h))  # 28 x 28
+    return jnp.reshape(x, lead + (self.data_dim,))
