@@ -12,6 +12,7 @@ from typing import Any
 __all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
 
 CONFIG_NAME = "config.json"  # where a run saves its configuration
+NETWORKS = ("mlp", "conv")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +28,8 @@ class Config:
   batch_size: int = 30
   latent_dim: int = 2
   num_ops: int = 4  # M
-  hidden: tuple[int, ...] = (512,)
+  network: str = "mlp"  # "mlp" (paper table 2) or "conv" (table 5, 28x28 images)
+  hidden: tuple[int, ...] = (512,)  # MLP layer widths
   num_samples: int = 1  # N_s
   lr_net: float = 0.005
   lr_anchor: float = 1e-4
@@ -63,6 +65,17 @@ class Config:
   inference_tol: float = 1e-9
   closest_anchor: bool = False
   latent_scale: float = 1.0
+  # Rotated MNIST (paper appendix H): each training input is rotated on the
+  # device to a fresh random angle in [0, input_rotation] degrees, and when
+  # rotation_anchors > 0 each sample's anchors are its own unrotated input
+  # rotated by 360 k / rotation_anchors degrees (not learned; the class
+  # anchors are then unused in training).
+  input_rotation: float = 0.0
+  rotation_anchors: int = 0
+  # Importance-sampled log-likelihood (paper appendix D): test points and
+  # samples per point.
+  eval_ll_points: int = 500
+  eval_ll_samples: int = 100
   log_every: int = 100
   checkpoint_every: int = 1000
   # Consecutive steps with a non-finite loss before the run stops.
@@ -75,14 +88,15 @@ class Config:
     positive = ("num_steps", "batch_size", "latent_dim", "num_ops",
                 "num_samples", "max_lr_psi", "zeta3", "latent_scale",
                 "num_restarts", "net_steps", "psi_steps", "inference_max_iter",
-                "inference_tol", "log_every", "checkpoint_every", "max_bad_steps")
+                "inference_tol", "log_every", "checkpoint_every", "max_bad_steps",
+                "eval_ll_points", "eval_ll_samples")
     for name in positive:
       if not getattr(self, name) > 0:
         raise ValueError(f"config.{name} must be > 0, got {getattr(self, name)!r}.")
     non_negative = ("lr_net", "lr_anchor", "lr_psi", "psi_init_std", "zeta1",
                     "zeta2", "zeta4", "zeta5", "zeta_q", "zeta_p", "eta",
                     "gamma", "warmup_steps", "prior_weight_net",
-                    "recon_weight_psi")
+                    "recon_weight_psi", "input_rotation", "rotation_anchors")
     for name in non_negative:
       if not getattr(self, name) >= 0:
         raise ValueError(f"config.{name} must be >= 0, got {getattr(self, name)!r}.")
@@ -94,6 +108,9 @@ class Config:
       if not lo <= hi:
         raise ValueError(f"config.{name} must be (lo, hi) with lo <= hi, got "
                          f"{getattr(self, name)}.")
+    if self.network not in NETWORKS:
+      raise ValueError(f"config.network must be one of {NETWORKS}, got "
+                       f"{self.network!r}.")
     if not self.hidden or any(h < 1 for h in self.hidden):
       raise ValueError("config.hidden must be a non-empty tuple of layer widths "
                        f">= 1, got {self.hidden!r}.")
@@ -115,6 +132,8 @@ class Config:
 def _is(value, kind) -> bool:
   if kind is bool:
     return isinstance(value, bool)
+  if kind is str:
+    return isinstance(value, str)
   number = {int: numbers.Integral, float: numbers.Real}[kind]
   return isinstance(value, number) and not isinstance(value, bool)
 
@@ -122,7 +141,7 @@ def _is(value, kind) -> bool:
 _KINDS = {"hidden": tuple, "init_range": tuple, "posterior_init_range": tuple}
 _TUPLE_ELEMENTS = {"hidden": int, "init_range": float,
                    "posterior_init_range": float}
-_KINDS.update({f.name: {"int": int, "float": float, "bool": bool}[f.type]
+_KINDS.update({f.name: {"int": int, "float": float, "bool": bool, "str": str}[f.type]
                for f in dataclasses.fields(Config) if f.name not in _KINDS})
 
 

@@ -12,17 +12,18 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from vaells_jax import image_report
+from vaells_jax import report as synthetic_report
 from vaells_jax.api import DATA_NAME, TrainedVAELLS
 from vaells_jax.checkpoint import (
-    CHECKPOINT_DIR,
-    CheckpointError,
-    checkpoint_steps,
-    restore_checkpoint,
-    save_checkpoint,
+  CHECKPOINT_DIR,
+  CheckpointError,
+  checkpoint_steps,
+  restore_checkpoint,
+  save_checkpoint,
 )
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
-from vaells_jax.report import evaluate_and_report
 from vaells_jax.train import Model, data_parallel_mesh, init_state, make_train_step
 
 __all__ = [
@@ -47,6 +48,10 @@ def check_data(config: Config, data: SyntheticData) -> None:
     bad = np.argwhere(~np.isfinite(x))[0]
     raise ValueError(f"The training data contain non-finite values (first at "
                      f"row {bad[0]}, column {bad[1]}: {x[tuple(bad)]}).")
+  if ((config.network == "conv" or config.input_rotation or config.rotation_anchors)
+      and x.shape[1] != 28 * 28):
+    raise ValueError(f"config.network='conv' and image rotation need 28 x 28 "
+                     f"images flattened to [N, 784], got D={x.shape[1]}.")
   if labels.shape != (x.shape[0],):
     raise ValueError(f"Expected one label per training point, shape "
                      f"({x.shape[0]},), got {labels.shape}.")
@@ -315,7 +320,8 @@ def train_and_evaluate(config: Config, data: SyntheticData, workdir, log=print,
       "net_skipped_steps": int(state.net_skipped),
       "final_lr_psi": float(state.lr_psi),
   }
-  summary.update(evaluate_and_report(trained, workdir, summary))
+  report = image_report if config.network == "conv" else synthetic_report
+  summary.update(report.evaluate_and_report(trained, workdir, summary))
   summary["wall_time_s"] = time.perf_counter() - start
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return trained, summary

@@ -33,14 +33,15 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.config import Config
+from vaells_jax.data.mnist import rotate_images
 from vaells_jax.inference import infer_coefficients
 from vaells_jax.laplace import sample_laplace
-from vaells_jax.models import MLPDecoder, MLPEncoder
+from vaells_jax.models import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
 from vaells_jax.objective import (
-    frobenius_penalty,
-    posterior_log_density,
-    prior_log_density,
-    reconstruction_error,
+  frobenius_penalty,
+  posterior_log_density,
+  prior_log_density,
+  reconstruction_error,
 )
 from vaells_jax.transport import transport
 
@@ -122,6 +123,8 @@ def phase_of(step, config: Config) -> Phase:
 
 
 def _networks(config: Config, data_dim: int):
+  if config.network == "conv":
+    return ConvEncoder(config.latent_dim), ConvDecoder(data_dim)
   return (MLPEncoder(config.latent_dim, config.hidden),
           MLPDecoder(data_dim, config.hidden))
 
@@ -190,8 +193,8 @@ class Model(NamedTuple):
   """The networks and settings a step needs (static under ``jit``)."""
 
   config: Config
-  encoder: MLPEncoder
-  decoder: MLPDecoder
+  encoder: Any
+  decoder: Any
 
   @classmethod
   def create(cls, config: Config, data_dim: int) -> "Model":
@@ -206,6 +209,33 @@ class Model(NamedTuple):
     """Decodes points on the inference scale: ``g(latent_scale * w)``."""
     return self.decoder.apply({"params": params["decoder"]},
                               w * self.config.latent_scale)
+
+  def present(self, x, key):
+    """The inputs as the step sees them: ``x`` itself, or each input rotated
+    to a random angle in ``[0, input_rotation]`` degrees (rotated MNIST)."""
+    if not self.config.input_rotation:
+      return x
+    angles = jax.random.uniform(key, x.shape[:1], maxval=self.config.input_rotation)
+    return rotate_images(x, angles)
+
+  def encode_anchors(self, params, batch):
+    """Encoded anchors of each sample, ``[B, A, d]`` on the inference scale.
+
+    The anchors of the sample's class (``params["anchors"][label]``; all
+    ``C * A`` anchors are encoded once), or with ``rotation_anchors = A > 0``
+    the sample's own unrotated input ``batch["x"]`` rotated by ``360 k / A``
+    degrees.
+    """
+    num = self.config.rotation_anchors
+    if num:
+      source = batch["x"]
+      angles = 360.0 * jnp.arange(num) / num
+      rotated = rotate_images(jnp.repeat(source, num, axis=0),
+                              jnp.tile(angles, source.shape[0]))
+      return self.encode(params, rotated).reshape(source.shape[0], num, -1)
+    anchors = params["anchors"]
+    codes = self.encode(params, anchors.reshape(-1, anchors.shape[-1]))
+    return codes.reshape(anchors.shape[:2] + codes.shape[-1:])[batch["label"]]
 
 
 def sample_posterior_latents(psi, mu, noise: Noise):
@@ -262,33 +292,55 @@ def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
       prior=jax.tree_util.tree_map(lambda a: a[:, :, 1:], result))
 
 
-def objective_terms(model: Model, params, psi, batch, noise: Noise,
-                    inferred, phase: Phase, z=None) -> Terms:
-  """Weighted batch means of the loss terms at fixed noise and coefficients.
+def transport_terms(config: Config, psi, mu, anchors, z, inferred,
+                    phase: Phase):
+  """``(log_q, log_p, frobenius)``: the transport-operator part of the loss.
 
-  ``z`` (``[B, S, d]``) defaults to ``T_psi(c_hat) f(x) + gamma eps`` computed
-  from ``params`` and ``psi`` (so gradients flow through the sample); pass the
-  samples explicitly to evaluate the objective at the same samples.
+  Args:
+    config: the run's configuration (weights, closest-anchor flag).
+    psi: ``[M, d, d]``.
+    mu: encodings ``[B, d]``.
+    anchors: encoded anchors of each sample, ``[B, A, d]``.
+    z: samples ``[B, S, d]``.
+    inferred: the step's :class:`StepInference`.
+    phase: the schedule (its prior factor weights the prior terms).
+
+  Returns:
+    Batch means, weights applied.
   """
-  cfg = model.config
-  on = jnp.where(phase.warmup, 0.0, 1.0)  # warm-up: reconstruction only
-  mu = model.encode(params, batch["x"])
-  anchors = model.encode(params, params["anchors"][batch["label"]])
-  if z is None:
-    z = sample_posterior_latents(psi, mu, noise)
-  x_hat = model.decode(params, z)
-  recon = reconstruction_error(batch["x"][:, None, :], x_hat)
   log_q = posterior_log_density(psi, inferred.posterior.coeffs, mu[:, None, :],
-                                z, cfg.zeta2, cfg.zeta3)
+                                z, config.zeta2, config.zeta3)
   log_p = prior_log_density(
       psi, inferred.prior.coeffs, anchors[:, None], z,
-      cfg.zeta4 * phase.prior_factor, cfg.zeta5 * phase.prior_factor,
-      closest=cfg.closest_anchor, inference_objective=inferred.prior.objective)
-  return Terms(
-      recon=cfg.zeta1 * phase.recon_factor * jnp.mean(recon),
-      log_q=on * jnp.mean(log_q),
-      log_p=on * jnp.mean(log_p),
-      frobenius=on * frobenius_penalty(psi, cfg.eta))
+      config.zeta4 * phase.prior_factor, config.zeta5 * phase.prior_factor,
+      closest=config.closest_anchor, inference_objective=inferred.prior.objective)
+  return jnp.mean(log_q), jnp.mean(log_p), frobenius_penalty(psi, config.eta)
+
+
+def objective_terms(model: Model, params, psi, batch, noise: Noise,
+                    inferred, phase: Phase) -> Terms:
+  """Weighted batch means of the loss terms at fixed noise and coefficients.
+
+  ``batch["x"]`` are the inputs as presented (rotated, for rotated MNIST) and
+  ``batch["source"]`` what the anchors are made from (see
+  :meth:`Model.encode_anchors`). During warm-up only the reconstruction term
+  is computed; the others are 0.
+  """
+  cfg = model.config
+  mu = model.encode(params, batch["x"])
+  z = sample_posterior_latents(psi, mu, noise)
+  x_hat = model.decode(params, z)
+  recon = reconstruction_error(batch["x"][:, None, :], x_hat)
+
+  def transport_part():
+    anchors = model.encode_anchors(params, batch["source"])
+    return transport_terms(cfg, psi, mu, anchors, z, inferred, phase)
+
+  zero = jnp.zeros((), recon.dtype)
+  log_q, log_p, frobenius = jax.lax.cond(
+      phase.warmup, lambda: (zero, zero, zero), transport_part)
+  return Terms(recon=cfg.zeta1 * phase.recon_factor * jnp.mean(recon),
+               log_q=log_q, log_p=log_p, frobenius=frobenius)
 
 
 def _draw_noise(key, config: Config, phase: Phase, batch_size: int) -> Noise:
@@ -346,17 +398,22 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   def train_step(state: TrainState, batch, key):
     phase = phase_of(state.step, cfg)
     k_noise, k_inf = jax.random.split(key)
+    batch = {"x": model.present(batch["x"], jax.random.fold_in(key, 7)),
+             "source": batch}
     noise = _draw_noise(k_noise, cfg, phase, batch["x"].shape[0])
     mu = model.encode(state.params, batch["x"])
-    anchors = model.encode(state.params, state.params["anchors"][batch["label"]])
     z = sample_posterior_latents(state.psi, mu, noise)
-    args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
-    inferred = jax.lax.cond(
+
+    def infer():
+      anchors = model.encode_anchors(state.params, batch["source"])
+      args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
+      return anchors, infer_step_coefficients(model, *args, k_inf)
+
+    # Warm-up trains the reconstruction alone: no anchors, no inference.
+    anchors, inferred = jax.lax.cond(
         phase.warmup,
-        lambda: jax.tree_util.tree_map(
-            jnp.zeros_like,
-            jax.eval_shape(lambda: infer_step_coefficients(model, *args, k_inf))),
-        lambda: infer_step_coefficients(model, *args, k_inf))
+        lambda: jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer)),
+        infer)
 
     def loss(params, psi):
       terms = objective_terms(model, params, psi, batch, noise, inferred, phase)
@@ -372,11 +429,13 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
     opt_state = _select(update_net, opt_state, state.opt_state)
 
     psi_new = state.psi - state.lr_psi * g_psi
-    new_part = jax.lax.cond(
-        phase.update_psi,
-        lambda: objective_terms(model, state.params, psi_new, batch, noise,
-                                inferred, phase, z=args[3]).transport_part,
-        lambda: terms.transport_part)
+    def transport_part_at(psi):
+      log_q, log_p, frobenius = transport_terms(
+          cfg, psi, *jax.lax.stop_gradient((mu, anchors, z)), inferred, phase)
+      return log_q - log_p + frobenius
+
+    new_part = jax.lax.cond(phase.update_psi, lambda: transport_part_at(psi_new),
+                            lambda: terms.transport_part)
     # Same samples z as the current objective (paper Algorithm 1), new Psi.
     accept = finite & jnp.isfinite(new_part) & (new_part <= terms.transport_part)
     psi, lr_psi, rejected, attempted = _psi_update(
