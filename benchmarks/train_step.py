@@ -17,6 +17,8 @@ Usage::
 
     python benchmarks/train_step.py            # 5 repeats
     python benchmarks/train_step.py --quick    # CI smoke mode (1 repeat)
+    python benchmarks/train_step.py --budget=cpu   # MNIST steps as configured
+                                                   # for the CPU budget
 """
 
 from __future__ import annotations
@@ -36,14 +38,15 @@ sys.path.insert(0, str(ROOT))
 
 import vaells_jax  # noqa: E402
 from vaells_jax import train  # noqa: E402
-from vaells_jax.data.synthetic import make_concentric, make_swiss_roll  # noqa: E402
+from vaells_jax.data import mnist, synthetic  # noqa: E402
 from vaells_jax.inference import InferenceResult  # noqa: E402
 from vaells_jax.reference import infer_pairs_cg  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from inference_speed import timed  # noqa: E402
 
-EXPERIMENTS = {"concentric": make_concentric, "swiss_roll": make_swiss_roll}
+EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
+DEFAULT_MNIST = ROOT.parent / "shared" / "data" / "mnist"
 CG_ITERATIONS = 50  # the original code's setting
 
 
@@ -85,9 +88,20 @@ def _times(fn, repeats):
   return {"first_s": first, "min_s": best, "median_s": median}
 
 
-def run_experiment(name: str, repeats: int) -> dict:
-  config = importlib.import_module(f"experiments.configs.{name}").get_config()
-  data = EXPERIMENTS[name](seed=config.seed)
+def make_data(name, config, mnist_dir):
+  if name.endswith("mnist"):
+    module = importlib.import_module(f"experiments.configs.{name}")
+    return mnist.digits_experiment(
+        name, mnist.load_mnist(mnist_dir, seed=config.seed), seed=config.seed,
+        anchors_per_class=module.ANCHORS_PER_CLASS)
+  return getattr(synthetic, f"make_{name}")(seed=config.seed)
+
+
+def run_experiment(name: str, repeats: int, budget: str = "paper",
+                   mnist_dir=DEFAULT_MNIST) -> dict:
+  module = importlib.import_module(f"experiments.configs.{name}")
+  config = module.get_config(budget if name.endswith("mnist") else "paper")
+  data = make_data(name, config, mnist_dir)
   model = train.Model.create(config, data.data_dim)
   state = train.init_state(jax.random.PRNGKey(0), config, data.anchors,
                            data.data_dim)
@@ -101,7 +115,8 @@ def run_experiment(name: str, repeats: int) -> dict:
     original = train.make_train_step(model)
     original_time = _times(lambda: original(state, batch, key), repeats)
   our_time = _times(lambda: ours(state, batch, key), repeats)
-  pairs = config.batch_size * config.num_samples * (1 + data.anchors.shape[1])
+  anchors = config.rotation_anchors or data.anchors.shape[1]
+  pairs = config.batch_size * config.num_samples * (1 + anchors)
   return {
       "experiment": name,
       "pair_solves_per_step": pairs * config.num_restarts,
@@ -116,11 +131,16 @@ def main(argv=None) -> list[dict]:
   parser.add_argument("--quick", action="store_true", help="1 repeat (CI)")
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--experiments", default=",".join(EXPERIMENTS))
+  parser.add_argument("--budget", default="paper", choices=("paper", "cpu"),
+                      help="config of the MNIST experiments")
+  parser.add_argument("--mnist-dir", default=str(DEFAULT_MNIST))
   args = parser.parse_args(argv)
   repeats = args.repeats or (1 if args.quick else 5)
   print(f"device={jax.devices()[0]} jax={jax.__version__} "
-        f"vaells_jax={vaells_jax.__version__} repeats={repeats}")
-  rows = [run_experiment(name, repeats) for name in args.experiments.split(",")]
+        f"vaells_jax={vaells_jax.__version__} repeats={repeats} "
+        f"mnist budget={args.budget}")
+  rows = [run_experiment(name, repeats, args.budget, args.mnist_dir)
+          for name in args.experiments.split(",")]
   print("| experiment | pair-solves/step | vaells_jax step ms (min / median) "
         "| compile s | scipy CG step ms (min / median) | speedup |")
   print("|---|---|---|---|---|---|")

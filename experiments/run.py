@@ -1,8 +1,12 @@
 """Runs a paper experiment: ``python experiments/run.py --exp=concentric``.
 
 Flags:
-  --exp=NAME              concentric | swiss_roll
+  --exp=NAME              concentric | swiss_roll | rot_mnist | nat_mnist
   --workdir=DIR           output folder (default: runs/NAME)
+  --budget=paper|cpu      the paper's training budget (default), or the
+                          reduced one for a 2-core CPU (MNIST experiments)
+  --data-dir=DIR          MNIST from standard IDX files in DIR (.gz or raw);
+                          default: tensorflow-datasets (needs internet once)
   --config.KEY=VALUE      override any field of the experiment's config,
                           e.g. --config.num_steps=200 --config.seed=1
   --resume                continue the run in --workdir from its latest
@@ -25,12 +29,21 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from vaells_jax.config import CONFIG_NAME, config_from_json, override  # noqa: E402
-from vaells_jax.data.synthetic import make_concentric, make_swiss_roll  # noqa: E402
 
-EXPERIMENTS = {
-    "concentric": make_concentric,
-    "swiss_roll": make_swiss_roll,
-}
+EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
+DIGITS = ("rot_mnist", "nat_mnist")
+
+
+def make_data(exp, config, data_dir):
+  """The experiment's data set (MNIST raises ``MnistUnavailable`` if absent)."""
+  from vaells_jax.data import mnist, synthetic  # slow imports (jax)
+
+  if exp in DIGITS:
+    config_module = importlib.import_module(f"experiments.configs.{exp}")
+    return mnist.digits_experiment(
+        exp, mnist.load_mnist(data_dir, seed=config.seed), seed=config.seed,
+        anchors_per_class=config_module.ANCHORS_PER_CLASS)
+  return getattr(synthetic, f"make_{exp}")(seed=config.seed)
 
 
 def parse_args(argv):
@@ -38,6 +51,8 @@ def parse_args(argv):
       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--exp", required=True, help="|".join(EXPERIMENTS))
   parser.add_argument("--workdir", default=None)
+  parser.add_argument("--budget", default="paper", choices=("paper", "cpu"))
+  parser.add_argument("--data-dir", default=None)
   parser.add_argument("--resume", action="store_true")
   parser.add_argument("--overwrite", action="store_true")
   args, rest = parser.parse_known_args(argv)
@@ -64,15 +79,20 @@ def main(argv=None) -> int:
   try:
     # A resumed run keeps its saved configuration; flags may only repeat it.
     base = (config_from_json(saved) if args.resume and saved.exists() else
-            config_module.get_config())
+            config_module.get_config(args.budget))
     config = override(base, overrides)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
+  from vaells_jax.data.mnist import MnistUnavailable
   from vaells_jax.runner import TrainingDiverged, train_and_evaluate, validate_run
 
-  data = EXPERIMENTS[args.exp](seed=config.seed)
+  try:
+    data = make_data(args.exp, config, args.data_dir)
+  except (MnistUnavailable, ValueError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   try:
     validate_run(config, data, workdir, args.resume, args.overwrite)
   except ValueError as e:  # bad data or workdir: nothing written yet
@@ -92,9 +112,12 @@ def main(argv=None) -> int:
   keys = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
           "sample_manifold_distance", "orbit_manifold_distance",
           "path_manifold_distance", "path_endpoint_error",
-          "linear_path_manifold_distance")
+          "linear_path_manifold_distance", "log_likelihood", "elbo", "mse",
+          "rotation_span_degrees", "rotation_spearman", "class_consistency",
+          "classifier_test_accuracy")
   for key in keys:
-    print(f"{key}: {summary[key]}")
+    if key in summary:
+      print(f"{key}: {summary[key]}")
   print(f"summary: {workdir / 'summary.md'}")
   return 0
 

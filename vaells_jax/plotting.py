@@ -20,10 +20,13 @@ __all__ = [
   "plot_ground_truth",
   "plot_latent_embedding",
   "plot_operator_magnitudes",
+  "plot_operator_paths",
   "plot_orbits",
   "plot_paths",
   "plot_posterior_contour",
+  "plot_posterior_grids",
   "plot_prior_samples",
+  "plot_rotation_fidelity",
 ]
 
 DPI = 110
@@ -310,4 +313,94 @@ def plot_operator_magnitudes(path, magnitudes):
     ylabel="|Psi_m|_F",
     xticks=np.arange(magnitudes.size),
   )
+  return _save(fig, path)
+
+
+def _image_tiles(images, side=28):
+  """``[R, C, side*side]`` -> one ``[R*side, C*side]`` mosaic."""
+  images = np.asarray(images)
+  rows, cols = images.shape[:2]
+  tiles = images.reshape(rows, cols, side, side)
+  return tiles.transpose(0, 2, 1, 3).reshape(rows * side, cols * side)
+
+
+def _box(ax, row, col, side=28, colour="limegreen"):
+  ax.add_patch(plt.Rectangle((col * side - 0.5, row * side - 0.5), side, side,
+                             fill=False, edgecolor=colour, linewidth=2))
+
+
+def plot_posterior_grids(path, centres, samples, title=""):
+  """Decoded posterior samples around inputs (paper figs 5, 6, 9, 10).
+
+  Each panel is a 3 x 3 grid: the decoded input in the centre (green box),
+  eight decoded posterior samples around it.
+
+  Args:
+    path: output PNG path.
+    centres: ``[K, 784]`` decoded encodings of ``K`` inputs.
+    samples: ``[K, 8, 784]`` decoded posterior samples.
+    title: figure title.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  centres, samples = np.asarray(centres), np.asarray(samples)
+  num = centres.shape[0]
+  fig, axes = plt.subplots(1, num, figsize=(2.0 * num, 2.3), squeeze=False)
+  for ax, centre, around in zip(axes[0], centres, samples, strict=True):
+    grid = np.concatenate([around[:4], centre[None], around[4:8]]).reshape(3, 3, -1)
+    ax.imshow(_image_tiles(grid), cmap="gray", vmin=0, vmax=1)
+    _box(ax, 1, 1)
+    ax.axis("off")
+  fig.suptitle(title)
+  return _save(fig, path)
+
+
+def plot_operator_paths(path, frames, coeffs, title=""):
+  """Decoded paths ``g(expm(t psi_m) z0)`` of one operator (paper figs 7, 11, 12).
+
+  Args:
+    path: output PNG path.
+    frames: ``[R, T, 784]``: one row per input, one column per coefficient.
+    coeffs: ``[T]`` the coefficients ``t``; the column nearest ``t = 0`` (the
+      decoded input) is boxed.
+    title: figure title.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  frames, coeffs = np.asarray(frames), np.asarray(coeffs)
+  rows, cols = frames.shape[:2]
+  fig, ax = plt.subplots(figsize=(0.6 * cols + 0.5, 0.6 * rows + 0.8))
+  ax.imshow(_image_tiles(frames), cmap="gray", vmin=0, vmax=1)
+  centre = int(np.argmin(np.abs(coeffs)))
+  for row in range(rows):
+    _box(ax, row, centre)
+  ax.set_xticks(np.arange(cols) * 28 + 13.5)
+  ax.set_xticklabels([f"{c:.2g}" for c in coeffs], fontsize=6, rotation=90)
+  ax.set_yticks([])
+  ax.set(title=title, xlabel="coefficient")
+  return _save(fig, path)
+
+
+def plot_rotation_fidelity(path, coeffs, angles, spans):
+  """Angle of the best-matching rotated input along each operator path.
+
+  Args:
+    path: output PNG path.
+    coeffs: ``[T]`` path coefficients.
+    angles: ``[K, T]`` unwrapped matched angles (degrees) of ``K`` inputs.
+    spans: ``[K]`` each path's longest monotonic rise, in degrees (legend).
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  angles = np.asarray(angles)
+  fig, ax = plt.subplots(figsize=(_PANEL + 1.5, _PANEL))
+  for k, (row, span) in enumerate(zip(angles, spans, strict=True)):
+    ax.plot(coeffs, row - row[np.argmin(np.abs(coeffs))], marker=".",
+            label=f"input {k}: {span:.0f} deg")
+  ax.set(title="rotation fidelity", xlabel="operator coefficient",
+         ylabel="matched rotation angle (deg, unwrapped, 0 at t=0)")
+  ax.legend(fontsize=6, ncol=2)
   return _save(fig, path)

@@ -12,7 +12,7 @@ from vaells_jax import evaluation, plotting
 from vaells_jax.inference import infer_coefficients
 from vaells_jax.transport import transport, transport_path
 
-__all__ = ["evaluate_and_report", "operator_orbits"]
+__all__ = ["evaluate_and_report", "operator_orbits", "write_markdown"]
 
 NUM_PRIOR_SAMPLES = 200  # per anchor
 NUM_PATHS = 20
@@ -131,7 +131,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 
   if latents.shape[-1] == 2:
     _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes)
-  _write_markdown(workdir, {**summary, **metrics}, cfg)
+  write_markdown(workdir, {**summary, **metrics}, cfg)
   return metrics
 
 
@@ -171,7 +171,8 @@ FIGURES = (
 )
 
 
-def _write_markdown(workdir, numbers, cfg):
+def write_markdown(workdir, numbers, cfg, figures=FIGURES):
+  """Writes ``summary.md``: the numbers as a table, then the figures present."""
   lines = ["# VAELLS run summary", "", "| metric | value |", "|---|---|"]
   for key, value in numbers.items():
     if isinstance(value, float):
@@ -181,7 +182,7 @@ def _write_markdown(workdir, numbers, cfg):
     lines.append(f"| {key} | {value} |")
   lines += ["", f"Config: steps={cfg.num_steps}, batch={cfg.batch_size}, "
             f"M={cfg.num_ops}, seed={cfg.seed} (full config in config.json).", ""]
-  for name, caption in FIGURES:
+  for name, caption in figures:
     if (workdir / name).exists():
       lines += [f"## {caption}", "", f"![{caption}]({name})", ""]
   (workdir / "summary.md").write_text("\n".join(lines))

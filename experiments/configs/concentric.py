@@ -11,7 +11,10 @@ from vaells_jax.config import Config
 PRIOR_WEIGHT = 1.0
 
 
-def get_config() -> Config:
+def get_config(budget: str = "paper") -> Config:
+  if budget != "paper":
+    raise ValueError("concentric has only the paper budget (it runs on a CPU "
+                     "in minutes).")
   return Config(
       num_steps=4000, batch_size=30, latent_dim=2, num_ops=4, num_samples=1,
       lr_net=0.005, lr_anchor=1e-4, learn_anchors=True, lr_psi=4e-4,

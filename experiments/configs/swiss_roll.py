@@ -3,7 +3,10 @@
 from vaells_jax.config import Config
 
 
-def get_config() -> Config:
+def get_config(budget: str = "paper") -> Config:
+  if budget != "paper":
+    raise ValueError("swiss_roll has only the paper budget (it runs on a CPU "
+                     "in minutes).")
   return Config(
       num_steps=3000, batch_size=30, latent_dim=2, num_ops=1, num_samples=1,
       lr_net=1e-4, lr_anchor=1e-4, learn_anchors=True, lr_psi=5e-5,

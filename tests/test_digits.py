@@ -1,0 +1,166 @@
+"""Rotated / natural MNIST: data sets, the conv step with rotations, the image
+report's measurements, and smoke runs of both experiments on shared digits."""
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vaells_jax import image_report
+from vaells_jax.config import Config
+from vaells_jax.data import mnist
+from vaells_jax.runner import train_and_evaluate
+from vaells_jax.train import Model, init_state, make_train_step
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MNIST_DIR = pathlib.Path(os.environ.get("VAELLS_MNIST_DIR",
+                                        ROOT.parent / "shared" / "data" / "mnist"))
+
+
+@pytest.fixture(scope="module")
+def digits():
+  if not MNIST_DIR.is_dir():
+    pytest.fail(f"The shared MNIST files are missing: {MNIST_DIR} (set "
+                "VAELLS_MNIST_DIR).")
+  return mnist.load_mnist(MNIST_DIR)
+
+
+def _small(data: mnist.MnistData, num_train=300, num_test=120):
+  return dataclasses.replace(
+      data, x_train=data.x_train[:num_train], y_train=data.y_train[:num_train],
+      x_test=data.x_test[:num_test], y_test=data.y_test[:num_test])
+
+
+def test_digits_experiment_anchors(digits):
+  nat = mnist.digits_experiment("nat_mnist", digits, seed=0, anchors_per_class=8)
+  assert nat.anchors.shape == (10, 8, 784) and not nat.has_ground_truth
+  for c in range(10):  # each class's anchors are training digits of that class
+    rows = [np.flatnonzero((digits.x_train == a).all(axis=1)) for a in nat.anchors[c]]
+    assert all(len(r) and digits.y_train[r[0]] == c for r in rows)
+  rot = mnist.digits_experiment("rot_mnist", digits, seed=0, anchors_per_class=10)
+  first = digits.x_train[np.flatnonzero(digits.y_train == 3)[0]]
+  np.testing.assert_allclose(rot.anchors[3, 0], first, atol=1e-6)  # 0 degrees
+  np.testing.assert_allclose(
+      rot.anchors[3, 5], np.asarray(mnist.rotate_images(first[None], 180.0))[0],
+      atol=1e-6)
+  with pytest.raises(ValueError, match="Unknown"):
+    mnist.digits_experiment("svhn", digits, seed=0, anchors_per_class=2)
+
+
+ROT = Config(network="conv", latent_dim=4, num_ops=1, batch_size=4,
+             input_rotation=350.0, rotation_anchors=4, learn_anchors=False,
+             closest_anchor=True, latent_scale=10.0, inference_max_iter=3,
+             zeta1=1.0, gamma=1e-3)
+
+
+def test_rotation_anchors_are_the_inputs_rotated(digits):
+  model = Model.create(ROT, 784)
+  state = init_state(jax.random.PRNGKey(0), ROT, np.zeros((1, 1, 784)), 784)
+  x = digits.x_train[:3]
+  codes = model.encode_anchors(state.params, {"x": x, "label": np.zeros(3, int)})
+  assert codes.shape == (3, 4, 4)
+  expect = model.encode(state.params, mnist.rotate_images(
+      np.repeat(x, 4, axis=0), np.tile([0.0, 90.0, 180.0, 270.0], 3)))
+  np.testing.assert_allclose(codes, expect.reshape(3, 4, 4), rtol=1e-5,
+                             atol=1e-6)
+  presented = model.present(jnp.asarray(x), jax.random.PRNGKey(1))
+  assert not np.allclose(presented, x)  # rotated by random angles
+
+
+def test_conv_rotation_step_trains_networks_and_psi_only(digits):
+  config = dataclasses.replace(ROT, warmup_steps=1)
+  model = Model.create(config, 784)
+  anchors = np.zeros((1, 1, 784), np.float32)
+  state = init_state(jax.random.PRNGKey(0), config, anchors, 784)
+  step = make_train_step(model)
+  batch = {"x": digits.x_train[:4], "label": np.zeros(4, np.int32)}
+  for i in range(3):  # warm-up step, then steps with inference
+    new, metrics = step(state, batch, jax.random.PRNGKey(i))
+    assert np.isfinite(float(metrics["loss"]))
+    if i:
+      assert float(metrics["inference_iters"]) > 0
+    state = new
+  assert step._cache_size() == 1  # the schedule never recompiles
+  np.testing.assert_array_equal(state.params["anchors"], anchors)
+
+
+def test_matched_angles_recover_rotations(digits):
+  digit = digits.x_test[0]
+  angles = np.array([0.0, 40.0, 120.0, 250.0, 355.0])
+  frames = np.asarray(mnist.rotate_images(np.repeat(digit[None], 5, axis=0), angles))
+  found = image_report.matched_angles(frames, digit)
+  assert np.all(np.abs((found - angles + 180) % 360 - 180) <= 1.0)
+
+
+def test_rotation_path_stats():
+  coeffs = np.linspace(-1, 1, 13)
+  rising = (np.arange(13) * 25.0) % 360  # 300 degrees, wrapping once
+  _, rise, rho = image_report.rotation_path_stats(coeffs, rising)
+  assert rise == pytest.approx(300.0) and rho == pytest.approx(1.0)
+  _, rise, rho = image_report.rotation_path_stats(coeffs, rising[::-1])
+  assert rise == pytest.approx(300.0) and rho == pytest.approx(1.0)  # oriented
+  jumps = np.asarray([0, 10, 20, 100, 110, 120, 130, 140, 150, 150, 150, 150, 150.0])
+  _, rise, _ = image_report.rotation_path_stats(coeffs, jumps)
+  assert rise == pytest.approx(50.0)  # the 80-degree jump breaks the run
+  _, rise, _ = image_report.rotation_path_stats(coeffs, np.full(13, 90.0))
+  assert rise == 0.0
+
+
+def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
+  monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
+  data = mnist.digits_experiment("nat_mnist", _small(digits), seed=0,
+                                 anchors_per_class=2)
+  sys.path.insert(0, str(ROOT))
+  from experiments.configs import nat_mnist
+
+  config = dataclasses.replace(
+      nat_mnist.get_config("cpu"), num_steps=6, warmup_steps=3, net_steps=1,
+      psi_steps=1, inference_max_iter=3, eval_ll_points=4, eval_ll_samples=3,
+      log_every=3)
+  _, summary = train_and_evaluate(config, data, tmp_path, log=lambda _: None)
+  for key in ("log_likelihood", "elbo", "mse", "knn_class_accuracy",
+              "class_consistency", "classifier_test_accuracy"):
+    assert np.isfinite(summary[key]), key
+  assert summary["log_likelihood"] >= summary["elbo"]
+  for name in ("latent_by_class.png", "posterior_samples.png",
+               "operator_path_3.png", "summary.md"):
+    assert (tmp_path / name).exists(), name
+
+
+def test_rot_mnist_command_line_smoke(tmp_path):
+  workdir = tmp_path / "rot"
+  result = subprocess.run(
+      [sys.executable, str(ROOT / "experiments" / "run.py"), "--exp=rot_mnist",
+       "--budget=cpu", f"--data-dir={MNIST_DIR}", f"--workdir={workdir}",
+       "--config.num_steps=4", "--config.warmup_steps=2", "--config.net_steps=1",
+       "--config.psi_steps=1", "--config.inference_max_iter=2",
+       "--config.eval_ll_points=3", "--config.eval_ll_samples=2",
+       "--config.log_every=2"],
+      capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = json.loads((workdir / "summary.json").read_text())
+  assert summary["steps"] == 4
+  assert 0 <= summary["rotation_span_degrees"] <= 360 * 2
+  assert (workdir / "rotation_fidelity.png").exists()
+
+
+def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
+  sys.path.insert(0, str(ROOT))
+  from experiments import run
+
+  monkeypatch.setattr(mnist, "_internet_reachable", lambda *a, **k: False)
+  monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
+  code = run.main(["--exp=nat_mnist", f"--workdir={tmp_path / 'w'}"])
+  assert code == 2
+  assert "--data-dir" in capsys.readouterr().err
+  assert not (tmp_path / "w").exists()
+  code = run.main(["--exp=nat_mnist", f"--data-dir={tmp_path / 'none'}",
+                   f"--workdir={tmp_path / 'w'}"])
+  assert code == 2 and not (tmp_path / "w").exists()

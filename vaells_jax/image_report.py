@@ -1,0 +1,235 @@
+"""Evaluation of a model trained on 28 x 28 digit images (rotated / natural MNIST).
+
+Metrics (paper section 5, appendix D; SPEC section 6):
+
+* ``log_likelihood`` and ``elbo``: importance-sampled over
+  ``config.eval_ll_points`` test points with ``config.eval_ll_samples``
+  samples each (:mod:`vaells_jax.likelihood`);
+* ``mse``: mean squared pixel error of ``g(f(x))`` on every test digit;
+* ``knn_class_accuracy``: leave-one-out 1-NN digit class of the test codes;
+* rotated inputs (``config.input_rotation > 0``): ``rotation_span_degrees``
+  and ``rotation_spearman``: along the path ``expm(t psi) f(x)`` of the
+  strongest operator from an upright digit (``|t|`` up to ``pi / rho``, a half
+  turn each way for a rotation, ``rho`` the largest imaginary part of its
+  eigenvalues), the angle at which a rotated copy of the input best matches
+  each decoded frame; the longest monotonic rise of that angle and its rank
+  correlation with ``t`` (median over one digit per class; also the best);
+* natural digits: ``class_consistency``, the fraction of decoded posterior
+  samples that a classifier trained on the training digits assigns the
+  input's class, with that classifier's own ``classifier_test_accuracy``.
+
+Figures: posterior-sample grids, extrapolated paths of each operator, the
+latent embedding (first two principal components), rotation fidelity.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.stats
+
+from vaells_jax import evaluation, plotting
+from vaells_jax.classifier import predict, train_classifier
+from vaells_jax.data.mnist import rotate_images
+from vaells_jax.likelihood import importance_log_likelihood
+from vaells_jax.transport import transport_path
+
+__all__ = ["evaluate_and_report", "matched_angles", "rotation_path_stats"]
+
+GRID_INPUTS = 6  # posterior-sample grids
+PATH_FRAMES = 11  # columns of the operator-path figures
+FIDELITY_FRAMES = 37  # frames along each rotation-fidelity path
+MAX_FRAME_STEP = 60.0  # degrees; a larger jump between frames breaks a rise
+CONSISTENCY_INPUTS = 500
+CONSISTENCY_SAMPLES = 8
+CHUNK = 500
+CLASSIFIER_STEPS = 600
+
+
+def matched_angles(frames, original, step: float = 1.0) -> np.ndarray:
+  """For each frame, the angle (degrees) at which rotated ``original`` fits best.
+
+  Args:
+    frames: ``[T, 784]`` decoded images.
+    original: ``[784]`` the upright input.
+    step: angle grid spacing in degrees (over ``[0, 360)``).
+
+  Returns:
+    ``[T]`` angles in ``[0, 360)`` minimising the mean squared pixel error.
+  """
+  angles = np.arange(0.0, 360.0, step)
+  rotated = np.asarray(rotate_images(
+      np.repeat(np.asarray(original)[None], len(angles), axis=0), angles))
+  frames = np.asarray(frames, np.float64)
+  err = ((frames[:, None, :] - rotated[None]) ** 2).mean(axis=-1)
+  return angles[np.argmin(err, axis=1)]
+
+
+def rotation_path_stats(coeffs, angles):
+  """Unwrapped angles, longest monotonic rise and rank correlation of a path.
+
+  The angles are unwrapped (period 360) along the path and oriented so that
+  they rise with the coefficient overall (an operator's sign is arbitrary).
+  The rise is the largest ``angle[j] - angle[i]`` over runs ``i..j`` whose
+  every step is in ``[0, MAX_FRAME_STEP]`` degrees.
+
+  Args:
+    coeffs: ``[T]`` increasing path coefficients.
+    angles: ``[T]`` matched angles in degrees.
+
+  Returns:
+    ``(unwrapped [T], rise_degrees, spearman)``; ``spearman`` in ``[0, 1]``
+    after orientation (NaN if the angle never changes).
+  """
+  unwrapped = np.unwrap(np.asarray(angles, np.float64), period=360.0)
+  if np.ptp(unwrapped) == 0:
+    return unwrapped, 0.0, float("nan")
+  rho = scipy.stats.spearmanr(coeffs, unwrapped).statistic
+  if rho < 0:
+    unwrapped, rho = -unwrapped, -rho
+  steps = np.diff(unwrapped)
+  best = run = 0.0
+  for s in steps:
+    run = run + s if 0.0 <= s <= MAX_FRAME_STEP else 0.0
+    best = max(best, run)
+  return unwrapped, float(best), float(rho)
+
+
+def _chunked(fn, x, size=CHUNK):
+  return np.concatenate([np.asarray(fn(x[i:i + size]))
+                         for i in range(0, len(x), size)])
+
+
+def _pca_2d(latents, *others):
+  mean = latents.mean(axis=0)
+  _, _, vt = np.linalg.svd(latents - mean, full_matrices=False)
+  basis = vt[:2].T
+  return [(a - mean) @ basis for a in (latents,) + others]
+
+
+def _path_span(psi_m, cap):
+  """Coefficient range ``pi / rho`` (a half turn each way for a rotation)."""
+  eig = np.linalg.eigvals(np.asarray(psi_m, np.float64))
+  rho = np.abs(eig.imag).max()
+  rho = rho if rho > 1e-6 else np.abs(eig).max()
+  return float(min(np.pi / max(rho, 1e-6), cap))
+
+
+def evaluate_and_report(trained, workdir, summary) -> dict:
+  """Computes the image metrics, writes the figures and ``summary.md``.
+
+  Args:
+    trained: a :class:`~vaells_jax.api.TrainedVAELLS` with a ``conv``
+      network (28 x 28 images).
+    workdir: output folder.
+    summary: training facts to include in ``summary.md``.
+
+  Returns:
+    The metrics.
+  """
+  from vaells_jax.report import write_markdown  # noqa: PLC0415 (cycle)
+
+  workdir = pathlib.Path(workdir)
+  data, cfg, model = trained.data, trained.config, trained._model
+  params, psi = trained.params, trained.psi
+  key = jax.random.PRNGKey(cfg.seed + 2)
+  k_present, k_ll, k_grid, k_cons = jax.random.split(key, 4)
+  x_orig = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  x_in = np.asarray(jax.jit(model.present)(x_orig, k_present))
+
+  encode = jax.jit(lambda x: model.encode(params, x))
+  decode = jax.jit(lambda w: model.decode(params, w))
+  codes = _chunked(encode, x_in)  # inference scale
+  recon = _chunked(lambda x: decode(encode(x)), x_in)
+  metrics = {"mse": float(np.mean((recon - x_in) ** 2)),
+             "knn_class_accuracy": evaluation.knn_class_accuracy(codes, labels)}
+
+  num = min(cfg.eval_ll_points, len(x_in))
+  ll, elbo = importance_log_likelihood(
+      model, params, psi,
+      {"x": x_in[:num], "source": {"x": x_orig[:num], "label": labels[:num]}},
+      k_ll, cfg.eval_ll_samples)
+  metrics.update(log_likelihood=float(ll.mean()), elbo=float(elbo.mean()),
+                 log_likelihood_points=num,
+                 log_likelihood_samples=cfg.eval_ll_samples)
+
+  grid_in = x_in[:GRID_INPUTS]
+  samples = trained.sample_posterior(k_grid, grid_in, 8)  # [K, 8, d] f-scale
+  plotting.plot_posterior_grids(
+      workdir / "posterior_samples.png", recon[:GRID_INPUTS],
+      np.asarray(trained.decode(samples)), "posterior samples around inputs")
+
+  # One upright test digit per class, moved along each operator.
+  firsts = np.asarray([np.flatnonzero(labels == c)[0] for c in np.unique(labels)])
+  magnitudes = np.linalg.norm(np.asarray(psi), axis=(1, 2))
+  starts = codes[firsts] if not cfg.input_rotation else _chunked(
+      encode, x_orig[firsts])
+  b = 1.0 / cfg.zeta3
+  for m in range(cfg.num_ops):
+    span = _path_span(psi[m], cap=10 * b)
+    ts = np.linspace(-span, span, PATH_FRAMES)
+    path = transport_path(psi[m:m + 1], jnp.ones((1, 1)), starts, ts)  # [T, R, d]
+    frames = np.asarray(decode(jnp.swapaxes(path, 0, 1)))
+    plotting.plot_operator_paths(
+        workdir / f"operator_path_{m}.png", frames, ts,
+        f"operator {m} (|psi|_F = {magnitudes[m]:.3g})")
+
+  if cfg.input_rotation:
+    m = int(np.argmax(magnitudes))
+    # A full turn if the operator rotates: not capped like the figures above.
+    span = _path_span(psi[m], cap=1000 * b)
+    ts = np.linspace(-span, span, FIDELITY_FRAMES)
+    path = transport_path(psi[m:m + 1], jnp.ones((1, 1)), starts, ts)
+    frames = np.asarray(decode(jnp.swapaxes(path, 0, 1)))  # [R, T, 784]
+    stats = [rotation_path_stats(ts, matched_angles(f, x_orig[i]))
+             for f, i in zip(frames, firsts, strict=True)]
+    unwrapped = np.stack([s[0] for s in stats])
+    rises = np.asarray([s[1] for s in stats])
+    rhos = np.asarray([s[2] for s in stats])
+    metrics.update(rotation_span_degrees=float(np.median(rises)),
+                   rotation_span_degrees_best=float(rises.max()),
+                   rotation_spearman=float(np.nanmedian(rhos)))
+    plotting.plot_rotation_fidelity(workdir / "rotation_fidelity.png", ts,
+                                    unwrapped, rises)
+  elif len(firsts) > 1:
+    metrics.update(_class_consistency(trained, data, encode, decode, k_cons))
+
+  anchors = np.asarray(encode(np.asarray(params["anchors"]).reshape(
+      -1, data.data_dim)))
+  flat_codes, flat_anchors = _pca_2d(codes, anchors)
+  plotting.plot_latent_embedding(
+      workdir / "latent_by_class.png", flat_codes, labels, flat_anchors,
+      "test codes (first two principal components), anchors as x", "class")
+  metrics["operator_magnitudes"] = magnitudes.tolist()
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def _class_consistency(trained, data, encode, decode, key):
+  """Classifier accuracy and class consistency of decoded posterior samples."""
+  k_train, k_sample = jax.random.split(key)
+  classifier = train_classifier(np.asarray(data.x_train, np.float32),
+                                np.asarray(data.labels_train), key=k_train,
+                                num_steps=CLASSIFIER_STEPS)
+  x_test = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  accuracy = float(np.mean(predict(classifier, x_test) == labels))
+  num = min(CONSISTENCY_INPUTS, len(x_test))
+  samples = trained.sample_posterior(k_sample, x_test[:num], CONSISTENCY_SAMPLES)
+  decoded = np.asarray(trained.decode(samples)).reshape(-1, data.data_dim)
+  kept = predict(classifier, decoded) == np.repeat(labels[:num],
+                                                   CONSISTENCY_SAMPLES)
+  return {"classifier_test_accuracy": accuracy,
+          "class_consistency": float(kept.mean())}
+
+
+FIGURES = (
+    ("latent_by_class.png", "Encoded test digits by class, anchors as x"),
+    ("posterior_samples.png", "Posterior samples (centre: decoded input)"),
+    ("rotation_fidelity.png", "Rotation fidelity along the operator path"),
+) + tuple((f"operator_path_{m}.png", f"Extrapolated path of operator {m}")
+          for m in range(16))
