@@ -70,6 +70,10 @@ def save_checkpoint(workdir, state) -> int:
   return step
 
 
+def _drop_unretrieved_futures(record: logging.LogRecord) -> bool:
+  return not record.getMessage().startswith("Future exception was never retrieved")
+
+
 @contextlib.contextmanager
 def _quiet_stderr():
   """Discards what is written to file descriptor 2 inside the block.
@@ -87,6 +91,9 @@ def _quiet_stderr():
       try:
         yield
       except BaseException:
+        # Futures of the abandoned reads that are collected later would log
+        # "Future exception was never retrieved" through asyncio's logger.
+        logging.getLogger("asyncio").addFilter(_drop_unretrieved_futures)
         gc.collect()
         time.sleep(0.1)  # let orbax's threads finish writing
         raise
