@@ -71,31 +71,36 @@ def matched_angles(frames, original, step: float = 1.0) -> np.ndarray:
 def rotation_path_stats(coeffs, angles):
   """Unwrapped angles, longest monotonic rise and rank correlation of a path.
 
-  The angles are unwrapped (period 360) along the path and oriented so that
-  they rise with the coefficient overall (an operator's sign is arbitrary).
-  The rise is the largest ``angle[j] - angle[i]`` over runs ``i..j`` whose
-  every step is in ``[0, MAX_FRAME_STEP]`` degrees.
+  An operator's sign is arbitrary, so the angles count as rising in whichever
+  direction of the coefficient gives the longer run. The rise is the largest
+  ``angle[j] - angle[i]`` over runs ``i..j`` whose every step is in
+  ``[0, MAX_FRAME_STEP]`` degrees; the angles are unwrapped (period 360)
+  along the path.
 
   Args:
     coeffs: ``[T]`` increasing path coefficients.
     angles: ``[T]`` matched angles in degrees.
 
   Returns:
-    ``(unwrapped [T], rise_degrees, spearman)``; ``spearman`` in ``[0, 1]``
-    after orientation (NaN if the angle never changes).
+    ``(unwrapped [T], rise_degrees, spearman)``: the unwrapped angles,
+    oriented to rise along the longer run; ``|spearman|`` of the angles
+    against the coefficients (NaN if the angle never changes).
   """
   unwrapped = np.unwrap(np.asarray(angles, np.float64), period=360.0)
   if np.ptp(unwrapped) == 0:
     return unwrapped, 0.0, float("nan")
-  rho = scipy.stats.spearmanr(coeffs, unwrapped).statistic
-  if rho < 0:
-    unwrapped, rho = -unwrapped, -rho
-  steps = np.diff(unwrapped)
+  rho = abs(scipy.stats.spearmanr(coeffs, unwrapped).statistic)
+  rises = [_longest_rise(np.diff(sign * unwrapped)) for sign in (1.0, -1.0)]
+  sign = 1.0 if rises[0] >= rises[1] else -1.0
+  return sign * unwrapped, float(max(rises)), float(rho)
+
+
+def _longest_rise(steps) -> float:
   best = run = 0.0
   for s in steps:
     run = run + s if 0.0 <= s <= MAX_FRAME_STEP else 0.0
     best = max(best, run)
-  return unwrapped, float(best), float(rho)
+  return best
 
 
 def _chunked(fn, x, size=CHUNK):
