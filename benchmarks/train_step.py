@@ -37,8 +37,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import vaells_jax  # noqa: E402
+from experiments.run import make_data  # noqa: E402
 from vaells_jax import train  # noqa: E402
-from vaells_jax.data import mnist, synthetic  # noqa: E402
 from vaells_jax.inference import InferenceResult  # noqa: E402
 from vaells_jax.reference import infer_pairs_cg  # noqa: E402
 
@@ -86,15 +86,6 @@ def cg_infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
 def _times(fn, repeats):
   first, best, median, _ = timed(fn, repeats)
   return {"first_s": first, "min_s": best, "median_s": median}
-
-
-def make_data(name, config, mnist_dir):
-  if name.endswith("mnist"):
-    module = importlib.import_module(f"experiments.configs.{name}")
-    return mnist.digits_experiment(
-        name, mnist.load_mnist(mnist_dir, seed=config.seed), seed=config.seed,
-        anchors_per_class=module.ANCHORS_PER_CLASS)
-  return getattr(synthetic, f"make_{name}")(seed=config.seed)
 
 
 def run_experiment(name: str, repeats: int, budget: str = "paper",

@@ -109,6 +109,15 @@ def test_conv_transpose_reference_by_hand():
 # Single layers against the references.
 
 
+def _assert_layer_matches(layer, w, b, x, expected):
+  """``layer`` with PyTorch weights ``w, b`` on NCHW ``x`` gives ``expected``."""
+  params = {"params": {"kernel": flax_kernel(w), "bias": b}}
+  with jax.enable_x64(True):
+    out = np.asarray(layer.apply(params, jnp.asarray(to_nhwc(x))))
+  assert out.shape == to_nhwc(expected).shape
+  np.testing.assert_allclose(to_nchw(out), expected, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("stride,pad,size", [(2, 1, 9), (2, 1, 8), (1, 0, 7)])
 def test_conv_layer_matches_torch_conv2d(stride, pad, size):
   rng = np.random.default_rng(stride * 10 + pad + size)
@@ -116,12 +125,7 @@ def test_conv_layer_matches_torch_conv2d(stride, pad, size):
   b = rng.standard_normal(5)
   x = rng.standard_normal((2, 3, size, size))
   expected = torch_conv2d(x, w, b, stride, pad)
-  params = {"params": {"kernel": flax_kernel(w), "bias": b}}
-  with jax.enable_x64(True):
-    layer = _conv(5, stride, pad, "conv")
-    out = np.asarray(layer.apply(params, jnp.asarray(to_nhwc(x))))
-  assert out.shape == to_nhwc(expected).shape
-  np.testing.assert_allclose(to_nchw(out), expected, rtol=1e-10, atol=1e-10)
+  _assert_layer_matches(_conv(5, stride, pad, "conv"), w, b, x, expected)
 
 
 @pytest.mark.parametrize("stride,pad,size",
@@ -133,12 +137,8 @@ def test_conv_transpose_layer_matches_torch(stride, pad, size):
   x = rng.standard_normal((2, 3, size, size))
   expected = torch_conv_transpose2d(x, w, b, stride, pad)
   assert expected.shape[-1] == (size - 1) * stride - 2 * pad + KERNEL
-  params = {"params": {"kernel": flax_kernel(w), "bias": b}}
-  with jax.enable_x64(True):
-    layer = _conv_transpose(5, stride, pad, "convT")
-    out = np.asarray(layer.apply(params, jnp.asarray(to_nhwc(x))))
-  assert out.shape == to_nhwc(expected).shape
-  np.testing.assert_allclose(to_nchw(out), expected, rtol=1e-10, atol=1e-10)
+  _assert_layer_matches(_conv_transpose(5, stride, pad, "convT"), w, b, x,
+                        expected)
 
 
 def test_conv_transpose_kernel_flip_matters():

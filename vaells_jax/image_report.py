@@ -32,9 +32,10 @@ import numpy as np
 import scipy.stats
 
 from vaells_jax import evaluation, plotting
-from vaells_jax.classifier import predict, train_classifier
-from vaells_jax.data.mnist import rotate_images
+from vaells_jax.classifier import accuracy, predict, train_classifier
+from vaells_jax.data.mnist import rotated_copies
 from vaells_jax.likelihood import importance_log_likelihood
+from vaells_jax.report import write_markdown
 from vaells_jax.transport import transport_path
 
 __all__ = ["evaluate_and_report", "matched_angles", "rotation_path_stats"]
@@ -60,9 +61,9 @@ def matched_angles(frames, original, step: float = 1.0) -> np.ndarray:
   Returns:
     ``[T]`` angles in ``[0, 360)`` minimising the mean squared pixel error.
   """
-  angles = np.arange(0.0, 360.0, step)
-  rotated = np.asarray(rotate_images(
-      np.repeat(np.asarray(original)[None], len(angles), axis=0), angles))
+  num = round(360.0 / step)
+  angles = 360.0 * np.arange(num) / num
+  rotated = np.asarray(rotated_copies(np.asarray(original)[None], num))[0]
   frames = np.asarray(frames, np.float64)
   err = ((frames[:, None, :] - rotated[None]) ** 2).mean(axis=-1)
   return angles[np.argmin(err, axis=1)]
@@ -135,8 +136,6 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   Returns:
     The metrics.
   """
-  from vaells_jax.report import write_markdown  # noqa: PLC0415 (cycle)
-
   workdir = pathlib.Path(workdir)
   data, cfg, model = trained.data, trained.config, trained._model
   params, psi = trained.params, trained.psi
@@ -149,7 +148,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   encode = jax.jit(lambda x: model.encode(params, x))
   decode = jax.jit(lambda w: model.decode(params, w))
   codes = _chunked(encode, x_in)  # inference scale
-  recon = _chunked(lambda x: decode(encode(x)), x_in)
+  recon = _chunked(decode, codes)
   metrics = {"mse": float(np.mean((recon - x_in) ** 2)),
              "knn_class_accuracy": evaluation.knn_class_accuracy(codes, labels)}
 
@@ -174,11 +173,15 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   starts = codes[firsts] if not cfg.input_rotation else _chunked(
       encode, x_orig[firsts])
   b = 1.0 / cfg.zeta3
+
+  def decoded_path(m, ts):  # [R, T, 784]: the starts moved along operator m
+    path = transport_path(psi[m:m + 1], jnp.ones((1, 1)), starts, ts)
+    return np.asarray(decode(jnp.swapaxes(path, 0, 1)))
+
   for m in range(cfg.num_ops):
     span = _path_span(psi[m], cap=10 * b)
     ts = np.linspace(-span, span, PATH_FRAMES)
-    path = transport_path(psi[m:m + 1], jnp.ones((1, 1)), starts, ts)  # [T, R, d]
-    frames = np.asarray(decode(jnp.swapaxes(path, 0, 1)))
+    frames = decoded_path(m, ts)
     plotting.plot_operator_paths(
         workdir / f"operator_path_{m}.png", frames, ts,
         f"operator {m} (|psi|_F = {magnitudes[m]:.3g})")
@@ -188,8 +191,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     # A full turn if the operator rotates: not capped like the figures above.
     span = _path_span(psi[m], cap=1000 * b)
     ts = np.linspace(-span, span, FIDELITY_FRAMES)
-    path = transport_path(psi[m:m + 1], jnp.ones((1, 1)), starts, ts)
-    frames = np.asarray(decode(jnp.swapaxes(path, 0, 1)))  # [R, T, 784]
+    frames = decoded_path(m, ts)
     stats = [rotation_path_stats(ts, matched_angles(f, x_orig[i]))
              for f, i in zip(frames, firsts, strict=True)]
     unwrapped = np.stack([s[0] for s in stats])
@@ -201,7 +203,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     plotting.plot_rotation_fidelity(workdir / "rotation_fidelity.png", ts,
                                     unwrapped, rises)
   elif len(firsts) > 1:
-    metrics.update(_class_consistency(trained, data, encode, decode, k_cons))
+    metrics.update(_class_consistency(trained, data, k_cons))
 
   anchors = np.asarray(encode(np.asarray(params["anchors"]).reshape(
       -1, data.data_dim)))
@@ -214,7 +216,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   return metrics
 
 
-def _class_consistency(trained, data, encode, decode, key):
+def _class_consistency(trained, data, key):
   """Classifier accuracy and class consistency of decoded posterior samples."""
   k_train, k_sample = jax.random.split(key)
   classifier = train_classifier(np.asarray(data.x_train, np.float32),
@@ -222,13 +224,12 @@ def _class_consistency(trained, data, encode, decode, key):
                                 num_steps=CLASSIFIER_STEPS)
   x_test = np.asarray(data.x_test, np.float32)
   labels = np.asarray(data.labels_test)
-  accuracy = float(np.mean(predict(classifier, x_test) == labels))
   num = min(CONSISTENCY_INPUTS, len(x_test))
   samples = trained.sample_posterior(k_sample, x_test[:num], CONSISTENCY_SAMPLES)
   decoded = np.asarray(trained.decode(samples)).reshape(-1, data.data_dim)
   kept = predict(classifier, decoded) == np.repeat(labels[:num],
                                                    CONSISTENCY_SAMPLES)
-  return {"classifier_test_accuracy": accuracy,
+  return {"classifier_test_accuracy": accuracy(classifier, x_test, labels),
           "class_consistency": float(kept.mean())}
 
 

@@ -33,7 +33,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.config import Config
-from vaells_jax.data.mnist import rotate_images
+from vaells_jax.data.mnist import rotate_images, rotated_copies
 from vaells_jax.inference import infer_coefficients
 from vaells_jax.laplace import sample_laplace
 from vaells_jax.models import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
@@ -226,13 +226,9 @@ class Model(NamedTuple):
     the sample's own unrotated input ``batch["x"]`` rotated by ``360 k / A``
     degrees.
     """
-    num = self.config.rotation_anchors
-    if num:
-      source = batch["x"]
-      angles = 360.0 * jnp.arange(num) / num
-      rotated = rotate_images(jnp.repeat(source, num, axis=0),
-                              jnp.tile(angles, source.shape[0]))
-      return self.encode(params, rotated).reshape(source.shape[0], num, -1)
+    if self.config.rotation_anchors:
+      return self.encode(params, rotated_copies(batch["x"],
+                                                self.config.rotation_anchors))
     anchors = params["anchors"]
     codes = self.encode(params, anchors.reshape(-1, anchors.shape[-1]))
     return codes.reshape(anchors.shape[:2] + codes.shape[-1:])[batch["label"]]

@@ -43,6 +43,7 @@ __all__ = [
   "load_mnist",
   "read_idx",
   "rotate_images",
+  "rotated_copies",
 ]
 
 IMAGE_SHAPE = (28, 28)
@@ -387,6 +388,23 @@ def rotate_images(images: jax.Array, angles: jax.Array | float) -> jax.Array:
   return rotated.reshape(images.shape)
 
 
+def rotated_copies(images: jax.Array, num: int) -> jax.Array:
+  """Each image rotated by ``360 k / num`` degrees, ``k = 0 .. num - 1``.
+
+  Args:
+    images: ``[N, 784]`` flattened 28x28 images.
+    num: copies per image.
+
+  Returns:
+    ``[N, num, 784]``; copy 0 is the image itself.
+  """
+  images = jnp.asarray(images)
+  angles = 360.0 * jnp.arange(num) / num
+  rotated = rotate_images(jnp.repeat(images, num, axis=0),
+                          jnp.tile(angles, images.shape[0]))
+  return rotated.reshape(images.shape[0], num, -1)
+
+
 def _rotate_one(image: jax.Array, angle: jax.Array) -> jax.Array:
   """Rotates one ``[H, W]`` image by ``angle`` degrees, see :func:`rotate_images`."""
   h, w = image.shape
@@ -440,10 +458,7 @@ def digits_experiment(name: str, mnist: MnistData, *, seed: int,
                                      replace=False)] for c in range(NUM_CLASSES)])
   elif name == "rot_mnist":
     firsts = x[[np.flatnonzero(y == c)[0] for c in range(NUM_CLASSES)]]
-    angles = 360.0 * np.arange(anchors_per_class) / anchors_per_class
-    anchors = np.asarray(rotate_images(
-        np.repeat(firsts, anchors_per_class, axis=0),
-        np.tile(angles, NUM_CLASSES))).reshape(NUM_CLASSES, anchors_per_class, -1)
+    anchors = np.asarray(rotated_copies(firsts, anchors_per_class))
   else:
     raise ValueError(f"Unknown digits experiment {name!r}.")
   return SyntheticData(
