@@ -70,6 +70,18 @@ def test_expm_small_matches_scipy_and_jax(dim):
     _assert_small(_relative_errors(result, jax_exact), TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_expm_small_2x2_closed_form_at_its_seams(dtype):
+  mats = _closed_form_edges()
+  exact = np.stack([scipy.linalg.expm(a) for a in mats])
+  with jax.enable_x64(True):
+    result = expm_small(jnp.asarray(mats, dtype))
+  assert result.dtype == jnp.dtype(dtype)
+  errors = np.abs(np.asarray(result, np.float64) - exact).max(axis=(-2, -1))
+  np.testing.assert_array_less(
+      errors / np.abs(exact).max(axis=(-2, -1)), TOLERANCE[dtype])
+
+
 def test_expm_small_default_dtype_and_unbatched():
   a = np.array([[0.1, -0.4], [0.3, 0.2]])
   result = expm_small(a.astype(np.float32))
@@ -103,10 +115,29 @@ def test_expm_small_gradient_matches_jax_expm():
   np.testing.assert_array_less(np.abs(grad - expected) / scale, 1e-10)
 
 
-def test_expm_small_gradient_matches_scipy_frechet():
+def _closed_form_edges():
+  """2x2 matrices at the seams of the closed form: ``delta = -det(A - mu I)``
+  at 0, just either side of 0 and of the series' edge ``|delta| = 1``, and a
+  nilpotent, a rotation and a scaling generator."""
+  mats = [np.array([[0.3, 0.0], [0.0, 0.3]]),          # delta = 0 (scalar)
+          np.array([[0.0, 1.0], [0.0, 0.0]]),          # nilpotent, delta = 0
+          np.array([[0.0, -2.0], [2.0, 0.0]]),         # rotation, delta = -4
+          np.array([[1.5, 0.0], [0.0, -0.5]])]         # delta = 1 exactly
+  for delta in (1e-9, -1e-9, 1e-3, -1e-3, 1 - 1e-7, 1 + 1e-7, -1 + 1e-7,
+                -1 - 1e-7, 30.0, -30.0):
+    mats.append(np.array([[0.2, 1.0], [delta, 0.2]]))  # delta = a01 * a10
+  return np.stack(mats)
+
+
+@pytest.mark.parametrize("dim", [2, 10])
+def test_expm_small_gradient_matches_scipy_frechet(dim):
   # grad_A sum(G * expm(A)) = L_expm(A^T, G), the adjoint Frechet derivative.
-  # The zero matrix checks that the kink of the norm at 0 gives no NaN.
-  mats = np.concatenate([np.zeros((1, 10, 10)), _test_matrices(10, seed=20)])
+  # The zero matrix checks that the kink of the norm at 0 gives no NaN; the
+  # 2x2 edge cases check the closed form's branches.
+  mats = [np.zeros((1, dim, dim)), _test_matrices(dim, seed=20)]
+  if dim == 2:
+    mats.append(_closed_form_edges())
+  mats = np.concatenate(mats)
   weights = np.random.default_rng(4).standard_normal(mats.shape)
   with jax.enable_x64(True):
     grad = jax.jit(jax.grad(_weighted_loss(expm_small, weights)))(
