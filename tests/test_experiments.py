@@ -107,6 +107,17 @@ def test_train_step_benchmark_quick_mode():
   assert row["speedup"] > 1  # the batched solve beats a Python loop of scipy CG
 
 
+def test_whole_run_benchmark_quick_mode():
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import whole_run
+
+  (row,) = whole_run.main(["--quick", "--experiments=concentric",
+                           "--cg-step-ms=concentric=3000"])
+  assert row["steps"] == 50
+  assert row["command_wall_s"] >= row["compile_s"] + row["training_s"] > 0
+  assert 0 <= row["knn_class_accuracy"] <= 1
+
+
 def test_inference_scaling_benchmark_quick_mode():
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import inference_scaling
