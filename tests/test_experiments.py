@@ -105,6 +105,10 @@ def test_train_step_benchmark_quick_mode():
   assert row["pair_solves_per_step"] == 120
   assert row["vaells_jax"]["min_s"] > 0 and row["scipy_cg"]["min_s"] > 0
   assert row["speedup"] > 1  # the batched solve beats a Python loop of scipy CG
+  # No warm-up in concentric: the estimate is the steps times the step time.
+  assert row["warmup_step_s"] == 0
+  np.testing.assert_allclose(row["estimated_training_s"]["vaells_jax"],
+                             4000 * row["vaells_jax"]["min_s"])
 
 
 def test_whole_run_benchmark_quick_mode():
