@@ -60,8 +60,14 @@ def expm_small(a):
   norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
   if a.shape[-2:] == (2, 2):
     result = _expm_2x2(a)
-    overflow = (norm > _THETA * 2.0**MAX_SQUARINGS)[..., None, None]
-    return jnp.where(overflow, jnp.nan, result)
+    overflow = norm > _THETA * 2.0**MAX_SQUARINGS
+  else:
+    result, overflow = _expm_taylor(a, norm)
+  return jnp.where(overflow[..., None, None], jnp.nan, result)
+
+
+def _expm_taylor(a, norm):
+  """Taylor series and squaring (module docstring); ``(expm, overflow)``."""
   degree = _DEGREE.get(a.dtype, 16)
   squarings = jnp.ceil(jnp.log2(jnp.maximum(norm, 1e-30) / _THETA))
   squarings = jnp.clip(squarings, 0, MAX_SQUARINGS + 1).astype(jnp.int32)
@@ -73,8 +79,7 @@ def expm_small(a):
   for i in range(MAX_SQUARINGS):
     result = jnp.where((i < squarings)[..., None, None], result @ result,
                        result)
-  overflow = (squarings > MAX_SQUARINGS)[..., None, None]
-  return jnp.where(overflow, jnp.nan, result)
+  return result, squarings > MAX_SQUARINGS
 
 
 def _polyval(coefficients, x):
