@@ -1,8 +1,14 @@
 """Runs a paper experiment: ``python experiments/run.py --exp=concentric``.
 
 Flags:
-  --exp=NAME              concentric | swiss_roll | rot_mnist | nat_mnist
-  --workdir=DIR           output folder (default: runs/NAME)
+  --exp=NAME              concentric | swiss_roll | rot_mnist | nat_mnist, or
+                          compare_concentric | compare_swiss_roll |
+                          compare_nat_mnist (every model, several seeds)
+  --model=NAME            vaells (default) | vae | vampprior | svae: the model
+                          trained on the experiment's data, networks and budget
+  --seeds=N               comparisons: seeds 0..N-1 (default 3)
+  --workdir=DIR           output folder (default: runs/NAME, with _MODEL
+                          appended for a baseline)
   --budget=paper|cpu      the paper's training budget (default), or the
                           reduced one for a 2-core CPU (MNIST experiments)
   --data-dir=DIR          MNIST from standard IDX files in DIR (.gz or raw);
@@ -31,7 +37,9 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from vaells_jax.config import CONFIG_NAME, config_from_json, override  # noqa: E402
 
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
+COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
 DIGITS = ("rot_mnist", "nat_mnist")
+MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
 def make_data(exp, config, data_dir):
@@ -49,7 +57,10 @@ def make_data(exp, config, data_dir):
 def parse_args(argv):
   parser = argparse.ArgumentParser(
       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--exp", required=True, help="|".join(EXPERIMENTS))
+  parser.add_argument("--exp", required=True,
+                      help="|".join(EXPERIMENTS + COMPARISONS))
+  parser.add_argument("--model", default="vaells", choices=MODELS)
+  parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--workdir", default=None)
   parser.add_argument("--budget", default="paper", choices=("paper", "cpu"))
   parser.add_argument("--data-dir", default=None)
@@ -65,25 +76,65 @@ def parse_args(argv):
     overrides[key] = value
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
-  if args.exp not in EXPERIMENTS:
+  if args.exp not in EXPERIMENTS + COMPARISONS:
     parser.error(f"unknown --exp={args.exp!r}; choose one of: "
-                 f"{', '.join(EXPERIMENTS)}")
+                 f"{', '.join(EXPERIMENTS + COMPARISONS)}")
+  if args.exp in COMPARISONS:
+    if args.model != "vaells" or "model" in overrides:
+      parser.error("a comparison trains every model; leave out --model")
+    if "seed" in overrides:
+      parser.error("a comparison runs seeds 0..N-1; use --seeds=N, not "
+                   "--config.seed")
+    if args.seeds < 1:
+      parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.resume:
+      parser.error("a comparison resumes by itself: run the same command again")
+  elif "model" in overrides:
+    parser.error("choose the model with --model, not --config.model")
   return args, overrides
+
+
+def compare(args, config, workdir) -> int:
+  """Trains every model on seeds 0..N-1 and writes the comparison."""
+  from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
+  from vaells_jax.compare import run_comparison
+  from vaells_jax.data.mnist import MnistUnavailable
+  from vaells_jax.runner import TrainingDiverged
+
+  exp = args.exp[len("compare_"):]
+  try:
+    result = run_comparison(
+        config, lambda c: make_data(exp, c, args.data_dir), workdir,
+        seeds=args.seeds, log=lambda line: print(line, flush=True),
+        overwrite=args.overwrite)
+  except (MnistUnavailable, ValueError, CheckpointError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  except TrainingDiverged as e:
+    print(f"error: training diverged: {e}", file=sys.stderr)
+    return 1
+  print(result["markdown_table"])
+  print(f"comparison: {workdir / 'comparison.md'}")
+  return 0
 
 
 def main(argv=None) -> int:
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
-  workdir = pathlib.Path(args.workdir or ROOT / "runs" / args.exp)
-  config_module = importlib.import_module(f"experiments.configs.{args.exp}")
+  exp = args.exp[len("compare_"):] if args.exp in COMPARISONS else args.exp
+  suffix = "" if args.model == "vaells" else f"_{args.model}"
+  workdir = pathlib.Path(args.workdir or ROOT / "runs" / f"{args.exp}{suffix}")
+  config_module = importlib.import_module(f"experiments.configs.{exp}")
   saved = workdir / CONFIG_NAME
   try:
     # A resumed run keeps its saved configuration; flags may only repeat it.
     base = (config_from_json(saved) if args.resume and saved.exists() else
             config_module.get_config(args.budget))
-    config = override(base, overrides)
+    config = override(base, {"model": args.model, **overrides})
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  if args.exp in COMPARISONS:
+    return compare(args, config, workdir)
   from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
   from vaells_jax.data.mnist import MnistUnavailable
   from vaells_jax.runner import TrainingDiverged, train_and_evaluate, validate_run
@@ -98,7 +149,8 @@ def main(argv=None) -> int:
   except ValueError as e:  # bad data or workdir: nothing written yet
     print(f"error: {e}", file=sys.stderr)
     return 2
-  print(f"{args.exp}: {config.num_steps} steps, workdir {workdir}", flush=True)
+  print(f"{args.exp} ({config.model}): {config.num_steps} steps, workdir "
+        f"{workdir}", flush=True)
   try:
     _, summary = train_and_evaluate(
         config, data, workdir, log=lambda line: print(line, flush=True),

@@ -134,6 +134,40 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
     assert (tmp_path / name).exists(), name
 
 
+def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
+  from vaells_jax import compare
+
+  monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
+  sys.path.insert(0, str(ROOT))
+  from experiments.configs import nat_mnist
+
+  config = dataclasses.replace(
+      nat_mnist.get_config("cpu"), num_steps=3, warmup_steps=2, net_steps=1,
+      psi_steps=1, inference_max_iter=2, eval_ll_points=4, eval_ll_samples=3,
+      num_pseudo=20, log_every=3)
+  made = []
+
+  def make_data(c):
+    made.append(c.seed)
+    return mnist.digits_experiment("nat_mnist", _small(digits), seed=c.seed,
+                                   anchors_per_class=2)
+
+  # VAELLS's nat_mnist run is smoke-tested above; the baselines' image
+  # report (Gaussian and vMF posteriors, conv networks) here.
+  models = ("vampprior", "svae")
+  result = compare.run_comparison(config, make_data, tmp_path, seeds=1,
+                                  models=models, log=lambda _: None)
+  assert made == [0]
+  for model in models:
+    row = result["models"][model]
+    for key in ("log_likelihood", "mse", "knn_class_accuracy",
+                "class_consistency"):
+      assert np.isfinite(row[key]["mean"]), (model, key)
+    assert (tmp_path / model / "seed0" / "posterior_samples.png").exists()
+  assert (tmp_path / "prior_samples.png").exists()
+  assert "sample dist." not in result["markdown_table"]  # no true manifold
+
+
 def test_rot_mnist_command_line_smoke(tmp_path):
   workdir = tmp_path / "rot"
   result = subprocess.run(

@@ -65,3 +65,23 @@ def test_fit_rejects_anchors_of_the_wrong_shape(tmp_path):
   x, labels = _two_rings()
   with pytest.raises(ValueError, match="anchors must be"):
     vaells_jax.fit(x, labels, anchors=x[:3], config=CONFIG, workdir=tmp_path)
+
+
+def test_compare_models_on_your_own_data(tmp_path):
+  from vaells_jax.api import TrainedBaseline
+  from vaells_jax.compare import run_comparison
+  from vaells_jax.fit import user_dataset
+
+  x, labels = _two_rings()
+  config = Config(num_steps=3, batch_size=8, hidden=(16,), num_ops=2,
+                  inference_max_iter=5, num_pseudo=8, eval_ll_samples=3)
+  result = run_comparison(
+      config, lambda c: user_dataset(x, labels, seed=c.seed,
+                                     batch_size=c.batch_size),
+      tmp_path, seeds=1, models=("vaells", "vampprior"), log=lambda _: None)
+  for model in ("vaells", "vampprior"):
+    assert np.isfinite(result["models"][model]["knn_class_accuracy"]["mean"])
+    assert "sample_manifold_distance" not in result["models"][model]
+  assert isinstance(vaells_jax.load(tmp_path / "vampprior" / "seed0"),
+                    TrainedBaseline)
+  assert (tmp_path / "latent_embeddings.png").exists()

@@ -1,4 +1,8 @@
-"""A trained VAELLS model as other JAX code uses it: encode, decode, sample, paths."""
+"""A trained model as other JAX code uses it: encode, decode, sample, paths.
+
+:class:`TrainedVAELLS` for VAELLS and :class:`TrainedBaseline` for the
+baselines share these methods; :func:`load` returns whichever a workdir holds.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vaells_jax.baseline_train import create_baseline, init_baseline_state
 from vaells_jax.checkpoint import restore_checkpoint
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic
 from vaells_jax.inference import infer_coefficients
 from vaells_jax.laplace import sample_laplace
+from vaells_jax.likelihood import importance_log_likelihood, iwae_bound
 from vaells_jax.train import Model, init_state
 from vaells_jax.transport import transport, transport_path
 
-__all__ = ["TrainedVAELLS", "load"]
+__all__ = ["TrainedBaseline", "TrainedVAELLS", "load"]
 
 DATA_NAME = "dataset.npz"
 
@@ -108,8 +114,119 @@ class TrainedVAELLS:
         max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
     return transport_path(self.psi, result.coeffs, w0, ts) * self._scale
 
+  def log_likelihood(self, key, x, labels=None, num_samples=100, chunk_size=25):
+    """Importance-sampled ``log p(x)`` and ELBO (paper appendix D).
 
-def load(workdir) -> TrainedVAELLS:
+    Args:
+      key: ``jax.random`` key.
+      x: inputs ``[P, D]`` as the model sees them.
+      labels: ``[P]`` classes (which anchors); default class 0.
+      num_samples: samples per point.
+      chunk_size: points per jitted call.
+
+    Returns:
+      ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays (nats).
+    """
+    x = np.asarray(x, np.float32)
+    labels = (np.zeros(len(x), np.int32) if labels is None
+              else np.asarray(labels, np.int32))
+    return importance_log_likelihood(
+        self._model, self.params, self.psi,
+        {"x": x, "source": {"x": x, "label": labels}}, key, num_samples,
+        chunk_size)
+
+
+@dataclasses.dataclass
+class TrainedBaseline:
+  """A trained baseline (``config.model`` in ``vae``, ``vampprior``, ``svae``).
+
+  Latent points are posterior means (unit mean directions for ``svae``).
+
+  Attributes:
+    config: the training configuration.
+    params: the baseline's parameters (:mod:`vaells_jax.baselines`).
+    data: the data set it was trained on.
+  """
+
+  config: Config
+  params: dict
+  data: SyntheticData
+  psi = None  # no transport operators
+
+  @property
+  def baseline(self):
+    """The static :class:`vaells_jax.baselines.Baseline`."""
+    return create_baseline(self.config, self.data.data_dim)
+
+  def encode(self, x):
+    """The posterior's mean (direction): ``[..., D] -> [..., d]``."""
+    return self.baseline.encode(self.params, jnp.asarray(x))[0]
+
+  def decode(self, z):
+    """``g(z)``: ``[..., d] -> [..., D]``."""
+    return self.baseline.decode(self.params, jnp.asarray(z))
+
+  def sample_prior(self, key, n, label=None):
+    """``n`` samples of ``p(z)``, ``[n, d]``; the baselines' prior has no classes."""
+    if label is not None:
+      raise ValueError(f"{self.config.model} has one prior for all classes; "
+                       "call sample_prior without label.")
+    return self.baseline.sample_prior(self.params, key, n)
+
+  def sample_posterior(self, key, x, n):
+    """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
+    return self.baseline.sample_posterior(self.params, key, jnp.asarray(x), n)
+
+  def infer_path(self, z0, z1, ts, key=None):
+    """The model's path from ``z0`` to ``z1`` (``[..., d]`` each) at ``ts``.
+
+    A straight line for ``vae`` and ``vampprior``; for ``svae`` the great
+    circle through the two points' directions (``t`` outside ``[0, 1]``
+    continues along it). ``key`` is unused (kept for the common interface).
+    Returns ``[T, ..., d]``.
+    """
+    del key
+    z0, z1 = jnp.asarray(z0), jnp.asarray(z1)
+    ts = jnp.asarray(ts, z0.dtype).reshape((-1,) + (1,) * z0.ndim)
+    if self.config.model != "svae":
+      return z0 + ts * (z1 - z0)
+    return great_circle(z0, z1, ts)
+
+  def log_likelihood(self, key, x, labels=None, num_samples=100, chunk_size=25):
+    """Importance-sampled ``log p(x)`` and ELBO, as :class:`TrainedVAELLS`'s.
+
+    ``labels`` is unused (kept for the common interface). Returns
+    ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays.
+    """
+    del labels
+    x = np.asarray(x, np.float32)
+    fn = jax.jit(self.baseline.log_weights, static_argnums=3)
+    log_w = np.concatenate([
+        np.asarray(fn(self.params, x[i:i + chunk_size], jax.random.fold_in(
+            key, i), num_samples).total, np.float64)
+        for i in range(0, len(x), chunk_size)])
+    return np.asarray(iwae_bound(log_w)), log_w.mean(axis=-1)
+
+
+def great_circle(z0, z1, ts):
+  """Points ``cos(t w) u0 + sin(t w) v`` on the great circle from ``u0`` to ``u1``.
+
+  ``u0, u1`` are the unit directions of ``z0, z1 [..., d]``, ``w`` the angle
+  between them and ``v`` the unit tangent at ``u0`` towards ``u1``; ``t = 0``
+  gives ``u0`` and ``t = 1`` gives ``u1``. Where ``u0 = u1`` every ``t``
+  gives ``u0``. ``ts`` broadcasts against ``z0``'s leading dimensions.
+  """
+  u0 = z0 / jnp.linalg.norm(z0, axis=-1, keepdims=True)
+  u1 = z1 / jnp.linalg.norm(z1, axis=-1, keepdims=True)
+  cos = jnp.clip(jnp.sum(u0 * u1, axis=-1, keepdims=True), -1.0, 1.0)
+  tangent = u1 - cos * u0
+  norm = jnp.linalg.norm(tangent, axis=-1, keepdims=True)
+  v = tangent / jnp.where(norm > 0, norm, 1.0)
+  w = jnp.arctan2(norm, cos)
+  return jnp.cos(ts * w) * u0 + jnp.sin(ts * w) * v
+
+
+def load(workdir) -> TrainedVAELLS | TrainedBaseline:
   """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or ``fit``)."""
   workdir = pathlib.Path(workdir)
   for name in (CONFIG_NAME, DATA_NAME):
@@ -118,6 +235,10 @@ def load(workdir) -> TrainedVAELLS:
                               "VAELLS workdir?")
   config = config_from_json(workdir / CONFIG_NAME)
   data = load_synthetic(workdir / DATA_NAME)
+  if config.model != "vaells":
+    target = init_baseline_state(jax.random.PRNGKey(0), config, data.x_train)
+    return TrainedBaseline(config, restore_checkpoint(workdir, target).params,
+                           data)
   target = init_state(jax.random.PRNGKey(0), config, np.asarray(data.anchors),
                       data.data_dim)
   state = restore_checkpoint(workdir, target)

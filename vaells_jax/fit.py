@@ -10,7 +10,7 @@ import numpy as np
 from vaells_jax.config import Config
 from vaells_jax.data.synthetic import SyntheticData
 
-__all__ = ["fit"]
+__all__ = ["fit", "user_dataset"]
 
 
 def _check_labels(labels, num_points):
@@ -67,7 +67,8 @@ def fit(x, labels=None, anchors=None, *, config: Config | None = None,
       Each sample's prior uses only its own class's anchors.
     anchors: input-space anchors ``[C, A, D]`` (or ``[A, D]`` for one class);
       None picks ``anchors_per_class`` random training points per class.
-    config: a :class:`~vaells_jax.config.Config` (default: ``Config()``).
+    config: a :class:`~vaells_jax.config.Config` (default: ``Config()``);
+      ``config.model`` picks VAELLS or a baseline.
     anchors_per_class: anchors chosen per class when ``anchors`` is None.
     test_fraction: fraction of points held out for evaluation.
     workdir: output folder (default: a new temporary folder).
@@ -77,7 +78,8 @@ def fit(x, labels=None, anchors=None, *, config: Config | None = None,
     overwrite: start over in a ``workdir`` that already holds a run.
 
   Returns:
-    The :class:`~vaells_jax.api.TrainedVAELLS`.
+    The :class:`~vaells_jax.api.TrainedVAELLS` (a
+    :class:`~vaells_jax.api.TrainedBaseline` for a baseline ``config.model``).
 
   Raises:
     ValueError: for non-finite or misshapen data, labels or anchors, too few
@@ -90,30 +92,47 @@ def fit(x, labels=None, anchors=None, *, config: Config | None = None,
   from vaells_jax.runner import train_and_evaluate  # imports jax, optax
 
   config = Config() if config is None else config
+  data = user_dataset(x, labels, anchors, seed=config.seed,
+                      anchors_per_class=anchors_per_class,
+                      test_fraction=test_fraction, batch_size=config.batch_size)
+  workdir = workdir or tempfile.mkdtemp(prefix="vaells_")
+  trained, _ = train_and_evaluate(config, data, workdir, log, resume=resume,
+                                  overwrite=overwrite)
+  return trained
+
+
+def user_dataset(x, labels=None, anchors=None, *, seed=0, anchors_per_class=3,
+                 test_fraction=0.2, batch_size=1) -> SyntheticData:
+  """A user's arrays as the data set :func:`fit` trains on (split by ``seed``).
+
+  Also what :func:`vaells_jax.compare.run_comparison` needs to compare the
+  models on your data: ``make_data=lambda c: user_dataset(x, labels,
+  seed=c.seed, batch_size=c.batch_size)``. Arguments as :func:`fit`'s;
+  ``batch_size`` is the least number of training points.
+
+  Raises:
+    ValueError: as :func:`fit`.
+  """
   x = np.asarray(x, np.float64)
   if x.ndim != 2 or not np.all(np.isfinite(x)):
     raise ValueError(f"x must be a finite [N, D] array, got shape {x.shape}.")
   labels = _check_labels(labels, x.shape[0])
   if not 0 < test_fraction < 1:
     raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}.")
-  rng = np.random.default_rng(config.seed)
+  rng = np.random.default_rng(seed)
   order = rng.permutation(x.shape[0])
   num_test = max(2, math.ceil(test_fraction * x.shape[0]))
   test, train = order[:num_test], order[num_test:]
-  if len(train) < config.batch_size:
+  if len(train) < batch_size:
     raise ValueError(f"{len(train)} training points (after holding out "
                      f"{num_test}) are fewer than config.batch_size="
-                     f"{config.batch_size}.")
+                     f"{batch_size}.")
   num_classes = int(labels.max()) + 1
   if anchors is None:
     anchors = _choose_anchors(x[train], labels[train], anchors_per_class, rng)
   anchors = _check_anchors(anchors, num_classes, x.shape[1])
-  data = SyntheticData(
+  return SyntheticData(
       x_train=x[train], labels_train=labels[train], pos_train=None, t_train=None,
       x_test=x[test], labels_test=labels[test], pos_test=None, t_test=None,
       anchors=anchors, anchor_pos=None, mapping=None, noise_std=float("nan"),
       manifold=None, manifold_labels=None, name="user")
-  workdir = workdir or tempfile.mkdtemp(prefix="vaells_")
-  trained, _ = train_and_evaluate(config, data, workdir, log, resume=resume,
-                                  overwrite=overwrite)
-  return trained

@@ -33,7 +33,7 @@ import scipy.stats
 
 from vaells_jax import evaluation, plotting
 from vaells_jax.classifier import accuracy, predict, train_classifier
-from vaells_jax.data.mnist import rotated_copies
+from vaells_jax.data.mnist import rotate_images, rotated_copies
 from vaells_jax.likelihood import importance_log_likelihood
 from vaells_jax.report import write_markdown
 from vaells_jax.transport import transport_path
@@ -136,6 +136,8 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   Returns:
     The metrics.
   """
+  if trained.psi is None:
+    return _baseline_report(trained, workdir, summary)
   workdir = pathlib.Path(workdir)
   data, cfg, model = trained.data, trained.config, trained._model
   params, psi = trained.params, trained.psi
@@ -212,6 +214,47 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
       workdir / "latent_by_class.png", flat_codes, labels, flat_anchors,
       "test codes (first two principal components), anchors as x", "class")
   metrics["operator_magnitudes"] = magnitudes.tolist()
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def _baseline_report(trained, workdir, summary) -> dict:
+  """The metrics and figures that apply to a baseline (it has no operators).
+
+  As for VAELLS: ``mse``, ``knn_class_accuracy``, ``log_likelihood`` and
+  ``elbo`` on the test digits as presented (rotated for rotated MNIST),
+  posterior-sample grids, the latent embedding and, for natural digits, the
+  class consistency. The operator paths and rotation fidelity need operators
+  and are left out.
+  """
+  workdir = pathlib.Path(workdir)
+  data, cfg = trained.data, trained.config
+  k_present, k_ll, k_grid, k_cons = jax.random.split(
+      jax.random.PRNGKey(cfg.seed + 2), 4)
+  x_in = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  if cfg.input_rotation:
+    x_in = np.asarray(jax.jit(rotate_images)(x_in, jax.random.uniform(
+        k_present, x_in.shape[:1], maxval=cfg.input_rotation)))
+  codes = _chunked(jax.jit(trained.encode), x_in)
+  recon = _chunked(jax.jit(trained.decode), codes)
+  metrics = {"mse": float(np.mean((recon - x_in) ** 2)),
+             "knn_class_accuracy": evaluation.knn_class_accuracy(codes, labels)}
+  num = min(cfg.eval_ll_points, len(x_in))
+  ll, elbo = trained.log_likelihood(k_ll, x_in[:num], None, cfg.eval_ll_samples)
+  metrics.update(log_likelihood=float(ll.mean()), elbo=float(elbo.mean()),
+                 log_likelihood_points=num,
+                 log_likelihood_samples=cfg.eval_ll_samples)
+  samples = trained.sample_posterior(k_grid, x_in[:GRID_INPUTS], 8)
+  plotting.plot_posterior_grids(
+      workdir / "posterior_samples.png", recon[:GRID_INPUTS],
+      np.asarray(trained.decode(samples)), "posterior samples around inputs")
+  if not cfg.input_rotation and len(np.unique(labels)) > 1:
+    metrics.update(_class_consistency(trained, data, k_cons))
+  (flat_codes,) = _pca_2d(codes)
+  plotting.plot_latent_embedding(
+      workdir / "latent_by_class.png", flat_codes, labels, None,
+      f"{cfg.model}: test codes (first two principal components)", "class")
   write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
   return metrics
 

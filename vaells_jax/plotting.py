@@ -18,15 +18,18 @@ import numpy as np  # noqa: E402
 
 __all__ = [
   "plot_ground_truth",
+  "plot_image_rows",
   "plot_latent_embedding",
   "plot_operator_magnitudes",
   "plot_operator_paths",
   "plot_orbits",
+  "plot_panels",
   "plot_paths",
   "plot_posterior_contour",
   "plot_posterior_grids",
   "plot_prior_samples",
   "plot_rotation_fidelity",
+  "plot_samples_on_manifold",
 ]
 
 DPI = 110
@@ -202,7 +205,8 @@ def plot_orbits(path, latents, orbits, magnitudes=None):
   return _save(fig, path)
 
 
-def plot_prior_samples(path, latents, samples, anchors_latent):
+def plot_prior_samples(path, latents, samples, anchors_latent,
+                       title="prior samples from each anchor"):
   """Samples from the prior around each anchor, one colour per anchor.
 
   Args:
@@ -210,6 +214,7 @@ def plot_prior_samples(path, latents, samples, anchors_latent):
     latents: ``[N, 2]`` encodings (grey dots).
     samples: ``[K, S, 2]`` ``S`` samples around each of ``K`` anchors.
     anchors_latent: ``[K, 2]`` encoded anchors (black x's).
+    title: the panel's title.
 
   Returns:
     The path written, a ``pathlib.Path``.
@@ -223,11 +228,12 @@ def plot_prior_samples(path, latents, samples, anchors_latent):
       samples[k, :, 0], samples[k, :, 1], s=8, color=colours[k], linewidths=0, zorder=3
     )
   _anchors(ax, anchors_latent)
-  ax.set(title="prior samples from each anchor", aspect="equal")
+  ax.set(title=title, aspect="equal")
   return _save(fig, path)
 
 
-def plot_paths(path, latents, paths):
+def plot_paths(path, latents, paths,
+               title="transport paths (solid) vs straight lines (dashed)"):
   """Inferred transport paths next to the straight line between their ends.
 
   Args:
@@ -235,6 +241,7 @@ def plot_paths(path, latents, paths):
     latents: ``[N, 2]`` encodings (grey dots).
     paths: ``[P, T, 2]`` paths; ``paths[p, 0]`` is the start (cyan circle) and
       ``paths[p, -1]`` the end (red x).
+    title: the panel's title.
 
   Returns:
     The path written, a ``pathlib.Path``.
@@ -248,7 +255,7 @@ def plot_paths(path, latents, paths):
     ax.plot(p[[0, -1], 0], p[[0, -1], 1], "--", lw=1, color=colour, zorder=2)
     ax.plot(*p[0], "o", ms=9, mfc="cyan", mec="k", zorder=4)
     ax.plot(*p[-1], "x", ms=10, mew=2.5, color="red", zorder=4)
-  ax.set(title="transport paths (solid) vs straight lines (dashed)", aspect="equal")
+  ax.set(title=title, aspect="equal")
   return _save(fig, path)
 
 
@@ -403,4 +410,73 @@ def plot_rotation_fidelity(path, coeffs, angles, spans):
   ax.set(title="rotation fidelity", xlabel="operator coefficient",
          ylabel="matched rotation angle (deg, unwrapped, 0 at t=0)")
   ax.legend(fontsize=6, ncol=2)
+  return _save(fig, path)
+
+
+def plot_panels(path, panels, colour_label=""):
+  """Point sets side by side, e.g. each model's latent codes (paper figs 2, 4).
+
+  Args:
+    path: output PNG path.
+    panels: ``[(title, points [N, 2], colour [N])]``; ``colour`` holds
+      integer classes (legend) or floats (colour bar).
+    colour_label: legend prefix or colour-bar label.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  fig, axes = plt.subplots(1, len(panels), figsize=((_PANEL + 1.2) * len(panels),
+                                                    _PANEL), squeeze=False)
+  for ax, (title, points, colour) in zip(axes[0], panels, strict=True):
+    _coloured_scatter(fig, ax, np.asarray(points), colour, colour_label)
+    ax.set(title=title, aspect="equal")
+  fig.tight_layout()
+  return _save(fig, path)
+
+
+def plot_samples_on_manifold(path, manifold, panels):
+  """Points (e.g. decoded prior samples) over the true manifold, one panel each.
+
+  Args:
+    path: output PNG path.
+    manifold: ``[G, 2]`` the true manifold (or the data) in the same
+      coordinates as the points (grey).
+    panels: ``[(title, points [P, 2])]`` in the same coordinates.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  manifold = np.asarray(manifold)
+  lo, hi = manifold.min(axis=0), manifold.max(axis=0)
+  pad = 0.5 * (hi - lo)
+  fig, axes = plt.subplots(1, len(panels), figsize=(_PANEL * len(panels), _PANEL),
+                           squeeze=False)
+  for ax, (title, points) in zip(axes[0], panels, strict=True):
+    points = np.asarray(points)
+    ax.scatter(manifold[:, 0], manifold[:, 1], s=2, c="0.6", linewidths=0,
+               zorder=1)
+    ax.scatter(points[:, 0], points[:, 1], s=5, c="tab:red", alpha=0.5,
+               linewidths=0, zorder=2)
+    ax.set(title=title, aspect="equal", xlim=(lo[0] - pad[0], hi[0] + pad[0]),
+           ylim=(lo[1] - pad[1], hi[1] + pad[1]))
+  return _save(fig, path)
+
+
+def plot_image_rows(path, rows):
+  """One row of 28 x 28 images per entry, titled on the left.
+
+  Args:
+    path: output PNG path.
+    rows: ``[(title, images [K, 784])]``, the same ``K`` for every row.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  fig, axes = plt.subplots(len(rows), 1, figsize=(1.0 * len(rows[0][1]) + 1.2,
+                                                  1.1 * len(rows)), squeeze=False)
+  for ax, (title, images) in zip(axes[:, 0], rows, strict=True):
+    ax.imshow(_image_tiles(np.asarray(images)[None]), cmap="gray", vmin=0, vmax=1)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_ylabel(title, rotation=0, ha="right", va="center")
   return _save(fig, path)

@@ -82,6 +82,12 @@ def _posterior_contour(trained, center, latents):
 def evaluate_and_report(trained, workdir, summary) -> dict:
   """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
 
+  ``trained`` is a :class:`~vaells_jax.api.TrainedVAELLS` or a
+  :class:`~vaells_jax.api.TrainedBaseline`; a baseline has no operators, so
+  its prior samples come from its own prior, its paths are its own
+  (:meth:`~vaells_jax.api.TrainedBaseline.infer_path`) and the orbit, contour
+  and magnitude outputs are left out.
+
   Returns:
     The metrics (also merged into ``summary.md`` with ``summary``).
   """
@@ -89,28 +95,43 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   data, cfg = trained.data, trained.config
   rng = np.random.default_rng(cfg.seed)
   key = jax.random.PRNGKey(cfg.seed + 2)
+  k_prior, k_path, k_ll = jax.random.split(key, 3)
   latents = np.asarray(trained.encode(data.x_test))
-  anchors = np.asarray(trained.anchors_latent)  # [C, A, d]
-  flat_anchors = anchors.reshape(-1, anchors.shape[-1])
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
   metrics = {"knn_class_accuracy": evaluation.knn_class_accuracy(
       latents, data.labels_test)}
+  metrics["mse"] = float(np.mean(
+      (np.asarray(trained.decode(latents)) - data.x_test) ** 2))
+  num = min(cfg.eval_ll_points, len(data.x_test))
+  ll, elbo = trained.log_likelihood(k_ll, data.x_test[:num],
+                                    data.labels_test[:num], cfg.eval_ll_samples)
+  metrics.update(log_likelihood=float(ll.mean()), elbo=float(elbo.mean()))
 
-  k_prior, k_path = jax.random.split(key)
-  prior = np.asarray(trained._sample_around(
-      k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES))  # [K, S, d]
+  operators = trained.psi is not None
+  if operators:
+    anchors = np.asarray(trained.anchors_latent)  # [C, A, d]
+    flat_anchors = anchors.reshape(-1, anchors.shape[-1])
+    prior = np.asarray(trained._sample_around(
+        k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES))  # [K, S, d]
+  else:  # as many samples as VAELLS draws, from the model's own prior
+    anchors = np.zeros((0, 1, latents.shape[-1]))
+    prior = np.asarray(trained.sample_prior(
+        k_prior, NUM_PRIOR_SAMPLES * data.anchors.shape[0]
+        * data.anchors.shape[1]))[None]
   if data.has_ground_truth:  # distances to the true manifold need it
     decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
     metrics["sample_manifold_distance"] = evaluation.manifold_distance(
         decoded, data.manifold, data.noise_std)
 
-  magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
-  scale = cfg.latent_scale
-  orbits = scale * operator_orbits(trained.psi, anchors[:, 0] / scale,
-                                   max_norm / scale)
-  dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
-  metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
-      dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
+  orbits = magnitudes = None
+  if operators:
+    magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
+    scale = cfg.latent_scale
+    orbits = scale * operator_orbits(trained.psi, anchors[:, 0] / scale,
+                                     max_norm / scale)
+    dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
+    metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
+        dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
 
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
@@ -127,7 +148,8 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
       / np.median(spacing))
   metrics["linear_path_manifold_distance"] = evaluation.latent_path_distance(
       lines, latents)
-  metrics["operator_magnitudes"] = magnitudes.tolist()
+  if operators:
+    metrics["operator_magnitudes"] = magnitudes.tolist()
 
   if latents.shape[-1] == 2:
     _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes)
@@ -138,8 +160,9 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes):
   data = trained.data
   flat = anchors.reshape(-1, 2)
+  name = "VAELLS" if trained.config.model == "vaells" else trained.config.model
   plotting.plot_latent_embedding(workdir / "latent_by_class.png", latents,
-                                 data.labels_test, flat, "VAELLS latent space",
+                                 data.labels_test, flat, f"{name} latent space",
                                  "class")
   if data.has_ground_truth:
     plotting.plot_ground_truth(
@@ -148,9 +171,15 @@ def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitude
     plotting.plot_latent_embedding(workdir / "latent_by_position.png", latents,
                                    data.t_test, flat, "coloured by ground truth",
                                    "curve parameter")
-  plotting.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
+  if orbits is None:
+    plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior,
+                                flat, f"{name} prior samples")
+    plotting.plot_paths(workdir / "paths.png", latents, paths,
+                        f"{name} paths (solid) vs straight lines (dashed)")
+    return
   plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior, flat)
   plotting.plot_paths(workdir / "paths.png", latents, paths)
+  plotting.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
   center = latents[0]
   gx, gy, data_term, coeff_term = _posterior_contour(trained, center, latents)
   plotting.plot_posterior_contour(workdir / "posterior_contour.png", gx, gy,
@@ -164,8 +193,8 @@ FIGURES = (
     ("latent_by_class.png", "Encoded test points by class, anchors as x"),
     ("latent_by_position.png", "Encoded test points by ground-truth position"),
     ("orbits.png", "Orbit of each operator"),
-    ("prior_samples.png", "Prior samples around each anchor"),
-    ("paths.png", "Inferred transport paths vs straight lines"),
+    ("prior_samples.png", "Prior samples (VAELLS: around each anchor)"),
+    ("paths.png", "Paths between test pairs vs straight lines"),
     ("posterior_contour.png", "Posterior contours (appendix C)"),
     ("operator_magnitudes.png", "Operator magnitudes"),
 )

@@ -14,7 +14,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax import image_report
 from vaells_jax import report as synthetic_report
-from vaells_jax.api import DATA_NAME, TrainedVAELLS
+from vaells_jax.api import DATA_NAME, TrainedBaseline, TrainedVAELLS
+from vaells_jax.baseline_train import init_baseline_state, make_baseline_step
 from vaells_jax.checkpoint import (
   CHECKPOINT_DIR,
   CheckpointError,
@@ -72,6 +73,10 @@ def check_data(config: Config, data: SyntheticData) -> None:
         f"config.batch_size={config.batch_size} cannot be split evenly over "
         f"{jax.device_count()} devices (config.data_parallel=true); use a "
         f"multiple of {jax.device_count()}.")
+  if config.model == "vampprior" and config.num_pseudo > x.shape[0]:
+    raise ValueError(f"config.num_pseudo={config.num_pseudo} is more than the "
+                     f"{x.shape[0]} training points that initialise the "
+                     "VampPrior's pseudo-inputs.")
   if x.shape[0] < config.batch_size:
     raise ValueError(f"config.batch_size={config.batch_size} is larger than the "
                      f"{x.shape[0]} training points.")
@@ -88,6 +93,10 @@ class TrainingDiverged(RuntimeError):
 
 
 def _log_line(step, metrics, rate):
+  if "kl" in metrics:  # a baseline
+    return (f"step {step:6d}  loss {metrics['loss']:+.4f}  log_px "
+            f"{metrics['log_px']:+.4f}  kl {metrics['kl']:.4f}  net_skipped "
+            f"{int(metrics['net_skipped'])}  {rate:.1f} steps/s")
   return (f"step {step:6d}  loss {metrics['loss']:+.4f}  recon {metrics['recon']:.4f}"
           f"  log_q {metrics['log_q']:+.4f}  log_p {metrics['log_p']:+.4f}"
           f"  lr_psi {metrics['lr_psi']:.2e}"
@@ -98,9 +107,9 @@ def _log_line(step, metrics, rate):
 
 def _likely_cause(state, config: Config) -> str:
   """Names what most likely made the loss non-finite, from the state."""
-  psi = np.asarray(state.psi)
   params_finite = all(np.all(np.isfinite(a))
                       for a in jax.tree_util.tree_leaves(state.params))
+  psi = np.asarray(getattr(state, "psi", np.zeros((1, 1, 1))))
   if not np.all(np.isfinite(psi)) or np.abs(psi).sum(axis=1).max() > 100:
     return (f"the transport operators Psi exploded (largest 1-norm "
             f"{np.abs(psi).sum(axis=1).max():.3g}); lower lr_psi/max_lr_psi "
@@ -171,9 +180,15 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
                      f"{saved_steps}); resume that run or use an empty "
                      "workdir.")
   workdir.mkdir(parents=True, exist_ok=True)
-  model = Model.create(config, data.data_dim)
-  state = init_state(jax.random.PRNGKey(config.seed), config, data.anchors,
-                     data.data_dim)
+  key = jax.random.PRNGKey(config.seed)
+  if config.model == "vaells":
+    state = init_state(key, config, data.anchors, data.data_dim)
+    make_step = lambda mesh: make_train_step(  # noqa: E731
+        Model.create(config, data.data_dim), mesh)
+  else:
+    state = init_baseline_state(key, config, data.x_train)
+    make_step = lambda mesh: make_baseline_step(  # noqa: E731
+        config, data.data_dim, mesh)
   if saved_steps:
     state = restore_checkpoint(workdir, state)
     log(f"resuming from the checkpoint at step {int(state.step)}")
@@ -184,7 +199,7 @@ def train(config: Config, data: SyntheticData, workdir, log=print,
   _truncate_metrics(metrics_path, first_step if resume else -1)
 
   mesh = data_parallel_mesh() if config.data_parallel else None
-  step_fn = make_train_step(model, mesh)
+  step_fn = make_step(mesh)
   place = _batch_placement(mesh)
   if mesh is not None:
     state = jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
@@ -283,8 +298,9 @@ def validate_run(config: Config, data: SyntheticData, workdir, resume: bool = Fa
 
 def train_and_evaluate(config: Config, data: SyntheticData, workdir, log=print,
                        resume: bool = False,
-                       overwrite: bool = False) -> tuple[TrainedVAELLS, dict]:
-  """Trains VAELLS on ``data`` and writes every output into ``workdir``.
+                       overwrite: bool = False
+                       ) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
+  """Trains ``config.model`` (VAELLS or a baseline) and writes every output.
 
   Outputs: ``config.json``, ``dataset.npz``, ``metrics.jsonl``,
   ``checkpoints/``, ``summary.json``, ``summary.md`` and the figures.
@@ -312,14 +328,15 @@ def train_and_evaluate(config: Config, data: SyntheticData, workdir, log=print,
   (workdir / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(config), indent=2))
   save_synthetic(workdir / DATA_NAME, data)
   state, info = train(config, data, workdir, log, resume=resume)
-  trained = TrainedVAELLS(config, state.params, state.psi, data)
-  summary = {
-      **info,
-      "psi_rejected_steps": int(state.psi_rejected),
-      "psi_attempted_steps": int(state.psi_attempted),
-      "net_skipped_steps": int(state.net_skipped),
-      "final_lr_psi": float(state.lr_psi),
-  }
+  summary = {"model": config.model, **info,
+             "net_skipped_steps": int(state.net_skipped)}
+  if config.model == "vaells":
+    trained = TrainedVAELLS(config, state.params, state.psi, data)
+    summary.update(psi_rejected_steps=int(state.psi_rejected),
+                   psi_attempted_steps=int(state.psi_attempted),
+                   final_lr_psi=float(state.lr_psi))
+  else:
+    trained = TrainedBaseline(config, state.params, data)
   report = image_report if config.network == "conv" else synthetic_report
   summary.update(report.evaluate_and_report(trained, workdir, summary))
   summary["wall_time_s"] = time.perf_counter() - start

@@ -22,7 +22,7 @@ def get_config(budget: str = "paper") -> Config:
       warmup_steps=30000, alternate=True, net_steps=20, psi_steps=60,
       prior_weight_net=1e-4, recon_weight_psi=1e-4, num_restarts=1,
       closest_anchor=True, latent_scale=10.0, eval_ll_points=500,
-      eval_ll_samples=100)
+      eval_ll_samples=100, num_pseudo=500)
   if budget == "paper":
     return paper
   if budget == "cpu":

@@ -21,7 +21,8 @@ def get_config(budget: str = "paper") -> Config:
       warmup_steps=30000, alternate=True, net_steps=20, psi_steps=60,
       prior_weight_net=1e-4, recon_weight_psi=1e-4, num_restarts=1,
       closest_anchor=True, latent_scale=10.0, input_rotation=350.0,
-      rotation_anchors=10, eval_ll_points=500, eval_ll_samples=100)
+      rotation_anchors=10, eval_ll_points=500, eval_ll_samples=100,
+      num_pseudo=500)
   if budget == "paper":
     return paper
   if budget == "cpu":

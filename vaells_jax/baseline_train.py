@@ -1,0 +1,141 @@
+"""Training state and step of the baselines (VAE, VampPrior, hyperspherical VAE).
+
+The runner (:mod:`vaells_jax.runner`) trains a baseline with the same loop,
+checkpoints, batches and logs as VAELLS when ``config.model`` names one. The
+baseline shares VAELLS's networks (``config.network``, ``config.hidden``),
+data, batch size, step budget and network optimiser (Adam, ``lr_net``,
+b1 = 0.5); ``config.baseline_zeta1`` is its observation precision and
+``config.num_pseudo`` the VampPrior's pseudo-inputs, initialised as that many
+distinct training points (the ``use_training_data_init`` option of the
+VampPrior authors' code).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from vaells_jax.baselines import Baseline
+from vaells_jax.config import Config
+from vaells_jax.data.mnist import rotate_images
+
+__all__ = [
+    "BaselineState",
+    "create_baseline",
+    "init_baseline_state",
+    "make_baseline_step",
+]
+
+
+@flax.struct.dataclass
+class BaselineState:
+  """Everything that changes while a baseline trains.
+
+  Attributes:
+    step: steps taken, scalar int.
+    params: the baseline's parameters (:func:`vaells_jax.baselines.init`).
+    opt_state: optax state.
+    net_skipped: steps skipped for a non-finite loss or gradient.
+    bad_streak: consecutive such steps up to this one.
+  """
+
+  step: jax.Array
+  params: Any
+  opt_state: Any
+  net_skipped: jax.Array
+  bad_streak: jax.Array
+
+
+def create_baseline(config: Config, data_dim: int) -> Baseline:
+  """The baseline ``config.model`` for ``data_dim``-dimensional inputs."""
+  return Baseline.create(config.model, data_dim, config.latent_dim,
+                         config.hidden, config.network, config.baseline_zeta1)
+
+
+def _optimizer(config: Config) -> optax.GradientTransformation:
+  return optax.adam(config.lr_net, b1=0.5, b2=0.999)
+
+
+def init_baseline_state(key, config: Config, x_train) -> BaselineState:
+  """Initial state: random networks; VampPrior pseudo-inputs = training points.
+
+  Args:
+    key: ``jax.random`` key.
+    config: the run's configuration (``config.model`` a baseline).
+    x_train: ``[N, D]`` training inputs.
+
+  Raises:
+    ValueError: for a VampPrior with more pseudo-inputs than training points.
+  """
+  x_train = np.asarray(x_train, np.float32)
+  baseline = create_baseline(config, x_train.shape[1])
+  k_enc, k_dec = jax.random.split(key)
+  params = {
+      "encoder": baseline.encoder.init(
+          k_enc, jnp.zeros((1, baseline.input_dim)))["params"],
+      "decoder": baseline.decoder.init(
+          k_dec, jnp.zeros((1, baseline.latent_dim)))["params"],
+  }
+  if config.model == "vampprior":
+    if config.num_pseudo > x_train.shape[0]:
+      raise ValueError(f"config.num_pseudo={config.num_pseudo} is more than the "
+                       f"{x_train.shape[0]} training points that initialise "
+                       "the VampPrior's pseudo-inputs.")
+    rng = np.random.default_rng([config.seed, 7])
+    params["pseudo_inputs"] = jnp.asarray(
+        x_train[rng.choice(x_train.shape[0], config.num_pseudo, replace=False)])
+  zero = jnp.zeros((), jnp.int32)
+  return BaselineState(step=zero, params=params,
+                       opt_state=_optimizer(config).init(params),
+                       net_skipped=zero, bad_streak=zero)
+
+
+def make_baseline_step(config: Config, data_dim: int,
+                       mesh: jax.sharding.Mesh | None = None):
+  """Builds the jitted ``step(state, batch, key) -> (state, metrics)``.
+
+  ``batch`` is ``{"x": [B, D], "label": [B]}`` (labels unused). With
+  ``config.input_rotation`` each input is first rotated to a random angle,
+  as VAELLS's rotated-MNIST step does. A step with a non-finite loss or
+  gradient leaves the parameters unchanged and is counted. With a ``mesh``
+  the batch is split over its ``"data"`` axis (as
+  :func:`vaells_jax.train.make_train_step`).
+  """
+  baseline = create_baseline(config, data_dim)
+  optimizer = _optimizer(config)
+
+  def step(state: BaselineState, batch, key):
+    k_rot, k_elbo = jax.random.split(key)
+    x = batch["x"]
+    if config.input_rotation:
+      x = rotate_images(x, jax.random.uniform(
+          k_rot, x.shape[:1], maxval=config.input_rotation))
+    (loss, terms), grads = jax.value_and_grad(
+        baseline.loss_and_terms, has_aux=True)(state.params, x, k_elbo)
+    finite = jnp.isfinite(loss) & jnp.all(jnp.asarray(
+        [jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
+        lambda a, b: jnp.where(finite, a, b), new, old)
+    new_state = state.replace(
+        step=state.step + 1,
+        params=keep(optax.apply_updates(state.params, updates), state.params),
+        opt_state=keep(opt_state, state.opt_state),
+        net_skipped=state.net_skipped + (~finite).astype(jnp.int32),
+        bad_streak=jnp.where(finite, 0, state.bad_streak + 1))
+    metrics = {"loss": loss, "log_px": jnp.mean(terms.log_px),
+               "kl": jnp.mean(terms.kl), "net_skipped": new_state.net_skipped}
+    return new_state, metrics
+
+  if mesh is None:
+    return jax.jit(step)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  split = NamedSharding(mesh, PartitionSpec("data"))
+  return jax.jit(step, in_shardings=(replicated, split, replicated),
+                 out_shardings=(replicated, replicated))
