@@ -78,8 +78,8 @@ def test_compare_models_on_your_own_data(tmp_path):
   result = run_comparison(
       config, lambda c: user_dataset(x, labels, seed=c.seed,
                                      batch_size=c.batch_size),
-      tmp_path, seeds=1, models=("vaells", "vampprior"), log=lambda _: None)
-  for model in ("vaells", "vampprior"):
+      tmp_path, seeds=1, models=("vae", "vampprior"), log=lambda _: None)
+  for model in ("vae", "vampprior"):
     assert np.isfinite(result["models"][model]["knn_class_accuracy"]["mean"])
     assert "sample_manifold_distance" not in result["models"][model]
   assert isinstance(vaells_jax.load(tmp_path / "vampprior" / "seed0"),
