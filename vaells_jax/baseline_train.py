@@ -19,11 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.baselines import Baseline
 from vaells_jax.config import Config
 from vaells_jax.data.mnist import rotate_images
+from vaells_jax.train import all_finite, jit_step, select_tree
 
 __all__ = [
     "BaselineState",
@@ -118,24 +118,17 @@ def make_baseline_step(config: Config, data_dim: int,
           k_rot, x.shape[:1], maxval=config.input_rotation))
     (loss, terms), grads = jax.value_and_grad(
         baseline.loss_and_terms, has_aux=True)(state.params, x, k_elbo)
-    finite = jnp.isfinite(loss) & jnp.all(jnp.asarray(
-        [jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
+    finite = jnp.isfinite(loss) & all_finite(grads)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
-        lambda a, b: jnp.where(finite, a, b), new, old)
     new_state = state.replace(
         step=state.step + 1,
-        params=keep(optax.apply_updates(state.params, updates), state.params),
-        opt_state=keep(opt_state, state.opt_state),
+        params=select_tree(finite, optax.apply_updates(state.params, updates),
+                       state.params),
+        opt_state=select_tree(finite, opt_state, state.opt_state),
         net_skipped=state.net_skipped + (~finite).astype(jnp.int32),
         bad_streak=jnp.where(finite, 0, state.bad_streak + 1))
     metrics = {"loss": loss, "log_px": jnp.mean(terms.log_px),
                "kl": jnp.mean(terms.kl), "net_skipped": new_state.net_skipped}
     return new_state, metrics
 
-  if mesh is None:
-    return jax.jit(step)
-  replicated = NamedSharding(mesh, PartitionSpec())
-  split = NamedSharding(mesh, PartitionSpec("data"))
-  return jax.jit(step, in_shardings=(replicated, split, replicated),
-                 out_shardings=(replicated, replicated))
+  return jit_step(step, mesh)

@@ -25,7 +25,7 @@ import pathlib
 import jax
 import numpy as np
 
-from vaells_jax import plotting
+from vaells_jax import evaluation, plotting
 from vaells_jax.api import load
 from vaells_jax.checkpoint import checkpoint_steps
 from vaells_jax.config import CONFIG_NAME, MODELS, Config, config_from_json
@@ -117,10 +117,7 @@ def _fmt(x: float) -> str:
 
 def _latent_2d(trained, x):
   latents = np.asarray(trained.encode(x))
-  if latents.shape[-1] == 2:
-    return latents
-  centred = latents - latents.mean(axis=0)  # first two principal components
-  return centred @ np.linalg.svd(centred, full_matrices=False)[2][:2].T
+  return latents if latents.shape[-1] == 2 else evaluation.pca_2d(latents)[0]
 
 
 def _figures(workdir, models, data, seed_dir):
@@ -148,11 +145,10 @@ def _figures(workdir, models, data, seed_dir):
     plotting.plot_image_rows(workdir / "prior_samples.png",
                              [(m, s[:NUM_IMAGES]) for m, s in samples.items()])
   else:  # over the test data, in their first two principal components
-    mean = data.x_test.mean(axis=0)
-    basis = np.linalg.svd(data.x_test - mean, full_matrices=False)[2][:2].T
+    test, *projected = evaluation.pca_2d(data.x_test, *samples.values())
     plotting.plot_samples_on_manifold(
-        workdir / "prior_samples.png", (data.x_test - mean) @ basis,
-        [(m, (s - mean) @ basis) for m, s in samples.items()])
+        workdir / "prior_samples.png", test,
+        list(zip(samples, projected, strict=True)))
 
 
 def run_comparison(config: Config, make_data, workdir, seeds: int = 3,

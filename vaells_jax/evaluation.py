@@ -17,6 +17,7 @@ __all__ = [
   "latent_path_distance",
   "manifold_distance",
   "nearest_neighbours",
+  "pca_2d",
 ]
 
 _DEFAULT_CHUNK = 1024
@@ -147,3 +148,17 @@ def latent_path_distance(points, encodings, chunk_size: int = _DEFAULT_CHUNK) ->
     raise ValueError("median nearest-neighbour spacing of encodings is zero")
   _, distance = nearest_neighbours(points, encodings, chunk_size=chunk_size)
   return float(np.mean(distance) / scale)
+
+
+def pca_2d(points, *others):
+  """Projections onto the first two principal components of ``points [N, D]``.
+
+  Returns:
+    A list: ``points`` and each of ``others`` (``[..., D]``), centred on the
+    mean of ``points`` and projected, ``[..., 2]``.
+  """
+  points = np.asarray(points)
+  mean = points.mean(axis=0)
+  _, _, vt = np.linalg.svd(points - mean, full_matrices=False)
+  basis = vt[:2].T
+  return [(np.asarray(a) - mean) @ basis for a in (points,) + others]

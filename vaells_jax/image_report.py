@@ -109,13 +109,6 @@ def _chunked(fn, x, size=CHUNK):
                          for i in range(0, len(x), size)])
 
 
-def _pca_2d(latents, *others):
-  mean = latents.mean(axis=0)
-  _, _, vt = np.linalg.svd(latents - mean, full_matrices=False)
-  basis = vt[:2].T
-  return [(a - mean) @ basis for a in (latents,) + others]
-
-
 def _path_span(psi_m, cap):
   """Coefficient range ``pi / rho`` (a half turn each way for a rotation)."""
   eig = np.linalg.eigvals(np.asarray(psi_m, np.float64))
@@ -209,7 +202,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 
   anchors = np.asarray(encode(np.asarray(params["anchors"]).reshape(
       -1, data.data_dim)))
-  flat_codes, flat_anchors = _pca_2d(codes, anchors)
+  flat_codes, flat_anchors = evaluation.pca_2d(codes, anchors)
   plotting.plot_latent_embedding(
       workdir / "latent_by_class.png", flat_codes, labels, flat_anchors,
       "test codes (first two principal components), anchors as x", "class")
@@ -251,7 +244,7 @@ def _baseline_report(trained, workdir, summary) -> dict:
       np.asarray(trained.decode(samples)), "posterior samples around inputs")
   if not cfg.input_rotation and len(np.unique(labels)) > 1:
     metrics.update(_class_consistency(trained, data, k_cons))
-  (flat_codes,) = _pca_2d(codes)
+  (flat_codes,) = evaluation.pca_2d(codes)
   plotting.plot_latent_embedding(
       workdir / "latent_by_class.png", flat_codes, labels, None,
       f"{cfg.model}: test codes (first two principal components)", "class")

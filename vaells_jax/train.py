@@ -349,11 +349,13 @@ def _draw_noise(key, config: Config, phase: Phase, batch_size: int) -> Noise:
       gamma=jnp.where(phase.warmup, 0.0, config.gamma))
 
 
-def _select(flag, new, old):
+def select_tree(flag, new, old):
+  """``new`` where the scalar ``flag`` holds, else ``old`` (pytrees alike)."""
   return jax.tree_util.tree_map(lambda a, b: jnp.where(flag, a, b), new, old)
 
 
-def _all_finite(tree):
+def all_finite(tree):
+  """Whether every leaf of ``tree`` is finite everywhere (a scalar bool)."""
   leaves = jax.tree_util.tree_leaves(tree)
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
 
@@ -417,12 +419,12 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
 
     (_, terms), (g_params, g_psi) = jax.value_and_grad(
         loss, argnums=(0, 1), has_aux=True)(state.params, state.psi)
-    finite = jnp.isfinite(terms.total) & _all_finite((g_params, g_psi))
+    finite = jnp.isfinite(terms.total) & all_finite((g_params, g_psi))
     update_net = phase.update_net & finite
     updates, opt_state = optimizer.update(g_params, state.opt_state, state.params)
-    params = _select(update_net, optax.apply_updates(state.params, updates),
+    params = select_tree(update_net, optax.apply_updates(state.params, updates),
                      state.params)
-    opt_state = _select(update_net, opt_state, state.opt_state)
+    opt_state = select_tree(update_net, opt_state, state.opt_state)
 
     psi_new = state.psi - state.lr_psi * g_psi
     def transport_part_at(psi):
@@ -453,9 +455,15 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
     }
     return new_state, metrics
 
+  return jit_step(train_step, mesh)
+
+
+def jit_step(step, mesh: jax.sharding.Mesh | None = None):
+  """Jits ``step(state, batch, key) -> (state, metrics)``; with a ``mesh``, the
+  batch is split over its ``"data"`` axis and the rest replicated."""
   if mesh is None:
-    return jax.jit(train_step)
+    return jax.jit(step)
   replicated = NamedSharding(mesh, PartitionSpec())
   split = NamedSharding(mesh, PartitionSpec("data"))
-  return jax.jit(train_step, in_shardings=(replicated, split, replicated),
+  return jax.jit(step, in_shardings=(replicated, split, replicated),
                  out_shardings=(replicated, replicated))
