@@ -207,3 +207,16 @@ def test_summarise_means_and_stds():
                                      {"mse": 3.0}]})
   assert table["vae"]["mse"] == {"mean": 2.0, "std": 1.0, "values": [1.0, 3.0]}
   assert "knn_class_accuracy" not in table["vae"]  # missing in one seed
+
+
+def test_baseline_step_rotates_inputs_for_rotated_mnist():
+  # The same state, batch and key: only the input rotation differs, so the
+  # loss differs only if the step rotates the images it trains on.
+  plain = dataclasses.replace(SMALL, model="vae")
+  rotating = dataclasses.replace(plain, input_rotation=350.0)
+  x = np.random.default_rng(0).uniform(size=(8, 784)).astype(np.float32)
+  state = init_baseline_state(jax.random.PRNGKey(0), plain, x)
+  batch = {"x": jnp.asarray(x), "label": jnp.zeros(8, jnp.int32)}
+  losses = [float(make_baseline_step(c, 784)(state, batch, jax.random.PRNGKey(1))
+                  [1]["loss"]) for c in (plain, rotating)]
+  assert np.isfinite(losses).all() and losses[0] != losses[1]
