@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 import vaells_jax  # noqa: E402
 from experiments.run import make_data  # noqa: E402
 from vaells_jax import train  # noqa: E402
-from vaells_jax.inference import InferenceResult  # noqa: E402
+from vaells_jax.inference import InferenceResult, solver_starts  # noqa: E402
 from vaells_jax.reference import infer_pairs_cg  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -55,14 +55,15 @@ CG_ITERATIONS = 50  # the original code's setting
 
 
 def cg_infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
-                          init_range=(0.0, 1.0), max_iter=None, tol=None):
+                          init_range=(0.0, 1.0), max_iter=None, tol=None,
+                          method=None):
   """``infer_coefficients`` with the original per-pair scipy CG inside.
 
-  Same signature, same starts (restart ``r`` from ``U[lo + r w, hi + r w]``)
-  and same result type; ``max_iter`` and ``tol`` are ignored for the
-  original method's 50 CG iterations.
+  Same signature, same starts (:func:`vaells_jax.inference.solver_starts`)
+  and same result type; ``max_iter``, ``tol`` and ``method`` are ignored for
+  the original method's 50 CG iterations.
   """
-  del max_iter, tol
+  del max_iter, tol, method
   num_ops = psi.shape[0]
   batch = jnp.broadcast_shapes(z0.shape[:-1], z1.shape[:-1], jnp.shape(l1_weight),
                                jnp.shape(init_range[0]), jnp.shape(init_range[1]))
@@ -70,10 +71,7 @@ def cg_infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
       (-1,) + tail)
   z0, z1 = flat(z0, z0.shape[-1:]), flat(z1, z1.shape[-1:])
   l1, lo, hi = flat(l1_weight), flat(init_range[0]), flat(init_range[1])
-  offsets = jnp.arange(num_restarts)[:, None, None] * (hi - lo)[None, :, None]
-  init = jax.random.uniform(key, (num_restarts, z0.shape[0], num_ops),
-                            minval=lo[None, :, None], maxval=hi[None, :, None])
-  init = init + offsets
+  init = solver_starts(key, num_restarts, num_ops, lo, hi)
 
   def host(psi, z0, z1, l1, init):
     coeffs, objective = infer_pairs_cg(psi, z0, z1, l1, init, CG_ITERATIONS)

@@ -95,6 +95,12 @@ def test_benchmark_quick_mode():
   for r in rows:
     assert r["pairs_per_s"]["batched"] > 0
     assert all(np.isfinite(v) for v in r["median_objective"].values())
+  # The per-seed check against CG from the solver's own starts: on the
+  # concentric pairs the default proximal gradient ends above CG at the median.
+  (case,) = [c for c in inference_speed.CASES if c.name == "concentric"]
+  check = inference_speed.objective_check(case, ["default"], [0])["default"]
+  assert 1.0 < check["median_ratio"][0] < 10.0
+  assert 0.0 <= check["as_good_fraction"][0] < 0.5
 
 
 def test_train_step_benchmark_quick_mode():

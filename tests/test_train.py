@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaells_jax.config import Config, override
+from vaells_jax import inference
+from vaells_jax.config import INFERENCE_METHODS, Config, override
 from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.train import Model, init_state, make_train_step, phase_of
 
@@ -123,3 +124,18 @@ def test_step_makes_no_host_round_trips():
   hlo = step.lower(state, batch, key).as_text()
   assert "callback" not in hlo and "outfeed" not in hlo
   assert np.isfinite(float(metrics["loss"]))
+
+
+def test_lm_inference_method_trains_and_is_validated():
+  # The step with config.inference_method="lm": finite, Psi steps taken, and
+  # the config rejects an unknown method.
+  config = dataclasses.replace(BASE, warmup_steps=0, alternate=False,
+                               inference_method="lm", inference_max_iter=10)
+  _, state, step, batch = _setup(config)
+  new, metrics = step(state, batch, jax.random.PRNGKey(3))
+  assert all(np.isfinite(float(v)) for v in metrics.values()), metrics
+  assert int(new.psi_attempted) == 1
+  assert _changed(new.psi, state.psi) == bool(metrics["psi_accepted"])
+  assert INFERENCE_METHODS == inference.METHODS
+  with pytest.raises(ValueError, match="inference_method must be one of"):
+    override(BASE, {"inference_method": "cg"})

@@ -111,7 +111,8 @@ class TrainedVAELLS:
     result = infer_coefficients(
         self.psi, w0, w1, l1_weight=cfg.zeta_p, key=key,
         num_restarts=cfg.num_restarts, init_range=cfg.init_range,
-        max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
+        max_iter=cfg.inference_max_iter, tol=cfg.inference_tol,
+        method=cfg.inference_method)
     return transport_path(self.psi, result.coeffs, w0, ts) * self._scale
 
   def log_likelihood(self, key, x, labels=None, num_samples=100, chunk_size=25):

@@ -4,9 +4,24 @@ Solves, for every pair at once,
 
     c*(z0 -> z1) = argmin_c  1/2 ||z1 - expm(sum_m c_m psi_m) z0||^2 + l1_weight ||c||_1
 
-with accelerated proximal gradient (FISTA, ``prox_lasso``, backtracking line
-search) from random starts, vmapped over every pair and every restart. This is
-the only module that imports jaxopt, so the solver can be swapped in one place.
+from random starts, vmapped over every pair and every restart, with one of two
+jaxopt solvers (``method``):
+
+* ``"fista"`` (default): accelerated proximal gradient (``ProximalGradient``,
+  ``prox_lasso``, backtracking line search) on the objective itself;
+* ``"lm"``: Levenberg-Marquardt (``LevenbergMarquardt``) on the objective with
+  the l1 term smoothed, ``|c| ~ sqrt(c^2 + eps^2)`` (``eps = 1e-3``), written as
+  the extra residuals ``sqrt(2 l1_weight) (c^2 + eps^2)^(1/4)``; then a few
+  proximal-gradient iterations on the exact objective, which set the
+  coefficients that belong at zero to exactly zero and give ``converged`` the
+  same meaning as for ``"fista"``. The problems are rank deficient (``M``
+  coefficients, ``d`` equations) and their curvature grows with ``expm``:
+  proximal gradient's step is bounded by the stiffest direction, while
+  Gauss-Newton steps solve the local linear model in every direction at once
+  (``benchmarks/inference_speed.py`` measures both against scipy CG).
+
+This is the only module that imports jaxopt, so the solvers can be swapped in
+one place.
 
 The data term uses the ``1/2 ||.||^2`` convention throughout the library.
 """
@@ -29,13 +44,20 @@ from vaells_jax.transport import _transport, check_psi, generator
 __all__ = [
     "DEFAULT_MAX_ITER",
     "DEFAULT_TOL",
+    "METHODS",
     "InferenceResult",
     "inference_objective",
     "infer_coefficients",
+    "solver_starts",
 ]
 
-DEFAULT_MAX_ITER = 100
+# Iterations when ``max_iter`` is not given: proximal-gradient iterations for
+# "fista", Levenberg-Marquardt iterations for "lm".
+DEFAULT_MAX_ITER = {"fista": 100, "lm": 20}
 DEFAULT_TOL = 1e-4
+METHODS = tuple(DEFAULT_MAX_ITER)
+_LM_SMOOTHING = 1e-3  # eps of the smoothed l1 term sqrt(c^2 + eps^2).
+_LM_POLISH_ITER = 10  # proximal-gradient iterations after Levenberg-Marquardt.
 
 
 class InferenceResult(NamedTuple):
@@ -54,13 +76,28 @@ class InferenceResult(NamedTuple):
   converged: jax.Array
 
 
-def _data_term(coeffs, psi, z0, z1):
-  """``1/2 ||z1 - T_psi(coeffs) z0||^2`` over the last axis."""
+def _residual(coeffs, psi, z0, z1):
+  """``z1 - T_psi(coeffs) z0``, ``[..., d]``."""
   operator = expm_small(generator(psi, coeffs))
   # A broadcast product, not a batched dot: XLA:CPU runs batches of tiny dots
   # slower than the same arithmetic done elementwise (README, inference speed).
-  residual = z1 - jnp.sum(operator * z0[..., None, :], axis=-1)
-  return 0.5 * jnp.sum(residual**2, axis=-1)
+  return z1 - jnp.sum(operator * z0[..., None, :], axis=-1)
+
+
+def _data_term(coeffs, psi, z0, z1):
+  """``1/2 ||z1 - T_psi(coeffs) z0||^2`` over the last axis."""
+  return 0.5 * jnp.sum(_residual(coeffs, psi, z0, z1)**2, axis=-1)
+
+
+def _smoothed_residual(coeffs, l1_weight, psi, z0, z1):
+  """One pair's residuals whose half squared norm is the smoothed objective.
+
+  ``[z1 - T(c) z0, sqrt(2 l1_weight) (c^2 + eps^2)^(1/4)]``, ``[d + M]``: half
+  its squared norm is the data term plus ``l1_weight sum_m sqrt(c_m^2 +
+  eps^2)``.
+  """
+  penalty = jnp.sqrt(2.0 * l1_weight) * (coeffs * coeffs + _LM_SMOOTHING**2)**0.25
+  return jnp.concatenate([_residual(coeffs, psi, z0, z1), penalty])
 
 
 def _safe_value_and_grad(coeffs, psi, z0, z1):
@@ -99,7 +136,7 @@ def inference_objective(psi, coeffs, z0, z1, l1_weight):
 
 
 def _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range, max_iter,
-                   tol):
+                   tol, method):
   """Validates the arguments of ``infer_coefficients``; returns the pair shape."""
   _, dim = check_psi(psi)
   for name, z in (("z0", z0), ("z1", z1)):
@@ -124,6 +161,8 @@ def _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range, max_iter,
   if not any(isinstance(b, jax.core.Tracer) for b in init_range) and np.any(
       np.asarray(init_range[0]) > np.asarray(init_range[1])):
     raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
+  if method not in METHODS:
+    raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
   if not tol > 0:
@@ -132,13 +171,16 @@ def _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range, max_iter,
 
 
 def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
-                       init_range=(0.0, 1.0), max_iter=DEFAULT_MAX_ITER,
-                       tol=DEFAULT_TOL) -> InferenceResult:
+                       init_range=(0.0, 1.0), max_iter=None, tol=DEFAULT_TOL,
+                       method="fista") -> InferenceResult:
   """Infers the sparse coefficients that transport ``z0`` to ``z1``, batched.
 
   Minimises ``1/2 ||z1 - expm(sum_m c_m psi_m) z0||^2 + l1_weight ||c||_1`` for
-  every pair with accelerated proximal gradient (jaxopt ``ProximalGradient``,
-  ``prox_lasso``, backtracking line search). Restart ``r`` starts from
+  every pair, with accelerated proximal gradient (``method="fista"``: jaxopt
+  ``ProximalGradient``, ``prox_lasso``, backtracking line search) or with
+  Levenberg-Marquardt on the smoothed objective followed by a few
+  proximal-gradient iterations (``method="lm"``; module docstring). Restart
+  ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
   lowest final objective wins (a start that diverges to a non-finite
   objective is replaced by ``c = 0``, reported as not converged). All pairs
@@ -160,8 +202,12 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
     init_range: ``(lo, hi)`` of the first restart's uniform start; each a
       scalar or an array broadcasting with the pair shape (pairs with
       different start ranges can share one solve).
-    max_iter: maximum proximal-gradient iterations per start.
-    tol: stopping tolerance on the proximal-gradient mapping norm.
+    max_iter: maximum iterations per start: proximal-gradient iterations
+      for ``"fista"``, Levenberg-Marquardt iterations for ``"lm"`` (which then
+      adds 10 proximal-gradient ones); ``None`` for ``DEFAULT_MAX_ITER[method]``.
+    tol: stopping tolerance on the proximal-gradient mapping norm (and, for
+      ``"lm"``, on the smoothed objective's gradient norm).
+    method: ``"fista"`` or ``"lm"`` (see above).
 
   Returns:
     An :class:`InferenceResult` with ``coeffs [..., M]`` and ``objective``,
@@ -171,8 +217,10 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
     ValueError: for shapes that do not fit, a negative ``l1_weight`` (checked
       when it is concrete) or invalid solver settings.
   """
+  if max_iter is None:
+    max_iter = DEFAULT_MAX_ITER.get(method, 1)
   batch = _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range,
-                        max_iter, tol)
+                        max_iter, tol, method)
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
   flat = [
       jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
@@ -182,31 +230,70 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
   ]
   result = _infer_flat(
       jnp.asarray(psi, dtype), *flat, key, num_restarts=num_restarts,
-      max_iter=max_iter, tol=float(tol))
+      max_iter=max_iter, tol=float(tol), method=method)
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
 
 
+def solver_starts(key, num_restarts, num_ops, lo, hi):
+  """The starts ``infer_coefficients`` draws for ``N`` flattened pairs.
+
+  Restart ``r`` of pair ``n`` starts from ``U[lo_n + r w_n, hi_n + r w_n]^M``,
+  ``w_n = hi_n - lo_n``; pairs are in C order of the broadcast pair shape.
+  Exposed so that another solver can be run from the very same starts (the
+  benchmarks and tests compare with scipy CG this way).
+
+  Args:
+    key: the ``key`` given to ``infer_coefficients``.
+    num_restarts: ``R``.
+    num_ops: ``M``.
+    lo: lower ends of the first restart's range, ``[N]`` (floating).
+    hi: upper ends, ``[N]``.
+
+  Returns:
+    ``[R, N, M]`` starting coefficients, in the dtype of ``lo``.
+  """
+  lo, hi = lo[None, :, None], hi[None, :, None]
+  offsets = jnp.arange(num_restarts, dtype=lo.dtype)[:, None, None]
+  init = jax.random.uniform(key, (num_restarts, lo.shape[1], num_ops),
+                            dtype=lo.dtype, minval=lo, maxval=hi)
+  return init + offsets * (hi - lo)
+
+
 @functools.partial(
-    jax.jit, static_argnames=("num_restarts", "max_iter", "tol"))
+    jax.jit, static_argnames=("num_restarts", "max_iter", "tol", "method"))
 def _infer_flat(psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter,
-                tol):
+                tol, method):
   """Solves ``N`` pairs ``z0 [N, d] -> z1 [N, d]``; weights and ranges ``[N]``."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
   num_pairs, num_ops = z0.shape[0], psi.shape[0]
-  lo, hi = lo[None, :, None], hi[None, :, None]
-  offsets = jnp.arange(num_restarts, dtype=z0.dtype)[:, None, None]
-  init = jax.random.uniform(key, (num_restarts, num_pairs, num_ops),
-                            dtype=z0.dtype, minval=lo, maxval=hi)
-  init = init + offsets * (hi - lo)
+  init = solver_starts(key, num_restarts, num_ops, lo, hi)
 
-  solver = jaxopt.ProximalGradient(
-      fun=_safe_value_and_grad, value_and_grad=True, prox=prox_lasso,
-      acceleration=True, maxiter=max_iter, tol=tol, implicit_diff=False,
+  proximal = functools.partial(
+      jaxopt.ProximalGradient, fun=_safe_value_and_grad, value_and_grad=True,
+      prox=prox_lasso, acceleration=True, tol=tol, implicit_diff=False,
       jit=True, unroll=False)
 
-  def solve_one(c0, a, b, lam):
-    params, state = solver.run(c0, lam, psi, a, b)
-    return params, state.iter_num, state.error
+  if method == "fista":
+    solver = proximal(maxiter=max_iter)
+
+    def solve_one(c0, a, b, lam):
+      params, state = solver.run(c0, lam, psi, a, b)
+      return params, state.iter_num, state.error
+  else:
+    marquardt = jaxopt.LevenbergMarquardt(
+        _smoothed_residual, maxiter=max_iter, damping_parameter=1.0, tol=tol,
+        xtol=0.0, gtol=0.0, solver="inv", materialize_jac=True,
+        implicit_diff=False, jit=True, unroll=False)
+    polish = proximal(maxiter=_LM_POLISH_ITER)
+
+    def solve_one(c0, a, b, lam):
+      c1, state = marquardt.run(c0, lam, psi, a, b)
+      # Keep the start where the step diverged or did not improve the objective.
+      start, end = (_data_term(c, psi, a, b) + lam * jnp.sum(jnp.abs(c))
+                    for c in (c0, c1))
+      c1 = jnp.where(jnp.isfinite(end) & (end <= start), c1, c0)
+      params, polished = polish.run(c1, lam, psi, a, b)
+      return params, state.iter_num + polished.iter_num, polished.error
 
   solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
   coeffs, num_iter, error = solve(init, z0, z1, l1_weight)

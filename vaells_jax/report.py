@@ -72,7 +72,7 @@ def _posterior_contour(trained, center, latents):
       trained.psi, start, jnp.asarray(grid, jnp.float32), l1_weight=cfg.zeta_q,
       key=jax.random.PRNGKey(0), num_restarts=cfg.num_restarts,
       init_range=cfg.init_range, max_iter=cfg.inference_max_iter,
-      tol=cfg.inference_tol)
+      tol=cfg.inference_tol, method=cfg.inference_method)
   residual = grid - np.asarray(transport(trained.psi, result.coeffs, start))
   data_term = -0.5 * cfg.zeta2 * np.sum(residual**2, axis=-1)
   coeff_term = -cfg.zeta3 * np.sum(np.abs(np.asarray(result.coeffs)), axis=-1)

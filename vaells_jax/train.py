@@ -282,7 +282,8 @@ def infer_step_coefficients(model: Model, psi, mu, anchors, z, key):
       key=key, num_restarts=cfg.num_restarts,
       init_range=(per_pair(cfg.posterior_init_range[0], cfg.init_range[0]),
                   per_pair(cfg.posterior_init_range[1], cfg.init_range[1])),
-      max_iter=cfg.inference_max_iter, tol=cfg.inference_tol)
+      max_iter=cfg.inference_max_iter, tol=cfg.inference_tol,
+      method=cfg.inference_method)
   return StepInference(
       posterior=jax.tree_util.tree_map(lambda a: a[:, :, 0], result),
       prior=jax.tree_util.tree_map(lambda a: a[:, :, 1:], result))
