@@ -175,6 +175,15 @@ def test_lm_recovers_rotation_angle(rotation_f32):
   assert np.all(result["converged"])
   # Levenberg-Marquardt iterations plus at most 10 proximal-gradient ones.
   assert np.all(result["num_iter"] <= DEFAULT_MAX_ITER["lm"] + 10)
+  # Under jit and vmap (the solver's while loops batched once more).
+  solve = jax.jit(jax.vmap(lambda z1: infer_coefficients(
+      r["psi"], r["z0"], z1, l1_weight=SMALL_L1, key=r["key"], method="lm",
+      **ROTATION_RESTARTS)))
+  batched = solve(np.stack([r["z1"], r["z1"][::-1]]))
+  np.testing.assert_allclose(np.asarray(batched.coeffs[0]), result["coeffs"],
+                             atol=1e-5)
+  np.testing.assert_allclose(np.asarray(batched.coeffs[1, :, 0]),
+                             THETAS[::-1], atol=1e-2)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
