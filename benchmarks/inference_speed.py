@@ -110,9 +110,9 @@ def scipy_objectives(case: Case, psi, pairs, key):
 
 
 # Solver settings compared: the library defaults, proximal gradient run
-# longer, and Levenberg-Marquardt on the smoothed objective (each at the
-# tolerance the training configs' tighter 1e-9 approaches: tol 1e-4 stops
-# before the l1 term, weighted 1e-6 to 5e-5, has any say).
+# longer, and Levenberg-Marquardt on the smoothed objective. The last two use
+# tol 1e-6: at the default 1e-4 a solver stops once the data term fits, before
+# the l1 term (weights 1e-6 to 5e-5) has any say.
 SETTINGS = {
     "default": {},
     "tight": {"max_iter": 300, "tol": 1e-6},
