@@ -71,7 +71,9 @@ def save_checkpoint(workdir, state) -> int:
 
 
 def _drop_unretrieved_futures(record: logging.LogRecord) -> bool:
-  return not record.getMessage().startswith("Future exception was never retrieved")
+  return not record.getMessage().startswith(
+      ("Future exception was never retrieved",
+       "Task exception was never retrieved"))
 
 
 @contextlib.contextmanager
@@ -91,8 +93,9 @@ def _quiet_stderr():
       try:
         yield
       except BaseException:
-        # Futures of the abandoned reads that are collected later would log
-        # "Future exception was never retrieved" through asyncio's logger.
+        # Futures and tasks of the abandoned reads that are collected later
+        # would log "... exception was never retrieved" (with a traceback)
+        # through asyncio's logger.
         logging.getLogger("asyncio").addFilter(_drop_unretrieved_futures)
         gc.collect()
         time.sleep(0.1)  # let orbax's threads finish writing
