@@ -164,6 +164,28 @@ def test_checkpoint_round_trip_keeps_the_latest_two(tmp_path):
   assert not list(tmp_path.rglob("*.pkl")) and not list(tmp_path.rglob("*.pickle"))
 
 
+def test_listing_checkpoints_survives_a_writer_deleting_old_ones(
+    tmp_path, monkeypatch):
+  # A run deletes checkpoints beyond the last two while another process may
+  # list them (the killed-run test below watches a live run); orbax then
+  # fails on the vanished step folder. The listing is retried.
+  from vaells_jax import checkpoint
+  for step in (3, 6):
+    save_checkpoint(tmp_path, _state().replace(step=jnp.asarray(step, jnp.int32)))
+  real, failures = checkpoint._manager, [FileNotFoundError, NotADirectoryError]
+
+  def racing_manager(workdir, create):
+    if failures:
+      raise failures.pop(0)(f"{workdir}/{CHECKPOINT_DIR}/3")
+    return real(workdir, create)
+
+  monkeypatch.setattr(checkpoint, "_manager", racing_manager)
+  assert checkpoint_steps(tmp_path) == [3, 6]
+  failures.extend([FileNotFoundError] * 10)
+  with pytest.raises(FileNotFoundError):  # a lasting fault still surfaces
+    checkpoint_steps(tmp_path)
+
+
 def test_mismatched_and_corrupt_checkpoints_are_errors(tmp_path):
   save_checkpoint(tmp_path, _state())
   other = dataclasses.replace(SMALL, num_ops=3)

@@ -48,11 +48,21 @@ def _manager(workdir, create: bool) -> ocp.CheckpointManager:
 
 
 def checkpoint_steps(workdir) -> list[int]:
-  """Steps of the complete checkpoints in ``workdir``, ascending."""
-  if not (pathlib.Path(workdir) / CHECKPOINT_DIR).is_dir():
-    return []
-  with _manager(workdir, create=False) as manager:
-    return sorted(manager.all_steps())
+  """Steps of the complete checkpoints in ``workdir``, ascending.
+
+  Safe to call while a run is writing to ``workdir`` (e.g. to watch it):
+  a listing that races with the deletion of an old checkpoint is retried.
+  """
+  for attempt in range(10):
+    if not (pathlib.Path(workdir) / CHECKPOINT_DIR).is_dir():
+      return []
+    try:
+      with _manager(workdir, create=False) as manager:
+        return sorted(manager.all_steps())
+    except OSError:  # a step folder vanished between listing and reading
+      if attempt == 9:
+        raise
+      time.sleep(0.05)
 
 
 def save_checkpoint(workdir, state) -> int:
