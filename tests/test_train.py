@@ -139,3 +139,20 @@ def test_lm_inference_method_trains_and_is_validated():
   assert INFERENCE_METHODS == inference.METHODS
   with pytest.raises(ValueError, match="inference_method must be one of"):
     override(BASE, {"inference_method": "cg"})
+
+
+def test_psi_seed_redraws_only_the_dictionary():
+  key = jax.random.PRNGKey(0)
+  base = init_state(key, BASE, DATA.anchors, DATA.data_dim)
+  assert dataclasses.replace(BASE).psi_seed == -1  # default: Psi from the key
+  redrawn = [init_state(key, dataclasses.replace(BASE, psi_seed=s), DATA.anchors,
+                        DATA.data_dim) for s in (0, 1)]
+  for state in redrawn:
+    assert not _changed(state.params, base.params)  # same networks, anchors
+    assert _changed(state.psi, base.psi)
+  assert _changed(redrawn[0].psi, redrawn[1].psi)
+  again = init_state(jax.random.PRNGKey(5), dataclasses.replace(BASE, psi_seed=1),
+                     DATA.anchors, DATA.data_dim)
+  np.testing.assert_array_equal(again.psi, redrawn[1].psi)  # key-independent
+  with pytest.raises(ValueError, match="psi_seed must be >= 0, or -1"):
+    override(BASE, {"psi_seed": -2})

@@ -43,6 +43,11 @@ class Config:
   max_lr_psi: float = 0.1
   psi_lr_decay_start: int = -1  # step after which lr_psi *= 0.9992; -1: never
   psi_init_std: float = 0.01
+  # Seed of the dictionary's initial draw alone; -1: drawn from ``seed`` with
+  # the networks. The paper (appendix "Analysis of sensitivity to anchor
+  # points") trains the swiss roll from the same networks and anchors with
+  # different dictionary draws; this is that knob.
+  psi_seed: int = -1
   zeta1: float = 0.01  # reconstruction
   zeta2: float = 1.0  # posterior data term
   zeta3: float = 1.0  # posterior coefficient term (= 1/b)
@@ -121,6 +126,9 @@ class Config:
     for name in non_negative:
       if not getattr(self, name) >= 0:
         raise ValueError(f"config.{name} must be >= 0, got {getattr(self, name)!r}.")
+    if self.psi_seed < -1:
+      raise ValueError(f"config.psi_seed must be >= 0, or -1 (from config.seed), "
+                       f"got {self.psi_seed}.")
     if not self.lr_psi <= self.max_lr_psi:
       raise ValueError(f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
                        f"({self.max_lr_psi}).")

@@ -141,6 +141,8 @@ def make_optimizer(config: Config) -> optax.GradientTransformation:
 def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
   """Initial state: random networks, ``Psi ~ N(0, psi_init_std^2)``, given anchors.
 
+  ``Psi`` is drawn from ``key`` too unless ``config.psi_seed >= 0``.
+
   Args:
     key: ``jax.random`` key.
     config: the run's configuration.
@@ -148,6 +150,8 @@ def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
     data_dim: ``D``.
   """
   k_enc, k_dec, k_psi = jax.random.split(key, 3)
+  if config.psi_seed >= 0:
+    k_psi = jax.random.PRNGKey(config.psi_seed)
   encoder, decoder = _networks(config, data_dim)
   params = {
       "encoder": encoder.init(k_enc, jnp.zeros((1, data_dim)))["params"],
