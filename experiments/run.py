@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     print(f"error: training diverged: {e}", file=sys.stderr)
     return 1
   keys = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
-          "sample_manifold_distance", "orbit_manifold_distance",
+          "sample_manifold_distance", "orbit_manifold_distance", "orbit_coverage",
           "path_manifold_distance", "path_endpoint_error",
           "linear_path_manifold_distance", "log_likelihood", "elbo", "mse",
           "rotation_span_degrees", "rotation_spearman", "class_consistency",

@@ -9,6 +9,7 @@ from vaells_jax.evaluation import (
   latent_path_distance,
   manifold_distance,
   nearest_neighbours,
+  orbit_coverage,
 )
 
 
@@ -107,6 +108,48 @@ def test_latent_path_distance_known_answer():
   assert latent_path_distance(enc, enc) == 0.0
   points = enc[:5] + np.array([0.0, 0.5])
   assert latent_path_distance(points, enc) == pytest.approx(0.5)
+
+
+def _circle(angles, radius=1.0):
+  return radius * np.stack([np.cos(angles), np.sin(angles)], axis=-1)
+
+
+def test_orbit_coverage_known_answers():
+  curve = _circle(2 * np.pi * np.arange(1000) / 1000)  # equal arc length
+  noise = 0.01
+  # Around the whole curve, 0.2 noise levels off it, from any start.
+  whole = _circle(np.linspace(-np.pi, 3 * np.pi, 2001), radius=1.002)
+  assert orbit_coverage(whole, curve, noise, start=1000) == 1.0
+  assert orbit_coverage(whole, curve, noise, start=0) == 1.0
+  # Along a quarter, then 10 noise levels off (a threshold of 5 cuts there).
+  ts = np.linspace(0.0, 2 * np.pi, 2001)
+  drift = _circle(ts, radius=np.where(ts < np.pi / 2, 1.0, 1.1)[:, None])
+  assert orbit_coverage(drift, curve, noise, start=0) == 1.0
+  assert orbit_coverage(drift, curve, noise, start=0, threshold=5.0) == 0.26
+  # A jump off the curve ends the stretch even where the orbit comes back.
+  jump = drift.copy()
+  jump[500:600] *= 2.0  # off between a quarter (index 500) and 0.3 of a turn
+  assert orbit_coverage(jump, curve, noise, start=100) == 0.26
+  # From 0.3 of a turn to a full turn: bins 15-49, and bin 0 at the end.
+  assert orbit_coverage(jump, curve, noise, start=1500) == 0.72
+  assert orbit_coverage(jump, curve, noise, start=550) == 0.0  # starts off
+
+
+def test_orbit_coverage_matches_a_direct_walk(rng):
+  curve = rng.normal(size=(300, 5)).cumsum(axis=0)
+  orbit = curve[rng.integers(0, 300, 200)] + rng.normal(size=(200, 5)) * 0.3
+  d = _pairwise(orbit, curve)
+  on, start = d.min(axis=1) / 0.1 <= 12.0, int(np.argmax(d.min(axis=1) < 1.0))
+  lo = hi = start
+  while lo > 0 and on[lo - 1]:
+    lo -= 1
+  while hi + 1 < len(on) and on[hi + 1]:
+    hi += 1
+  pieces = {int(i) * 7 // 300 for i in d[lo:hi + 1].argmin(axis=1)}
+  assert orbit_coverage(orbit, curve, 0.1, start, threshold=12.0, bins=7) == (
+    len(pieces) / 7)
+  with pytest.raises(ValueError, match="start must index"):
+    orbit_coverage(orbit, curve, 0.1, start=200)
 
 
 def test_errors():

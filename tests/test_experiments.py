@@ -15,10 +15,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUTPUTS = ("config.json", "dataset.npz", "metrics.jsonl", "checkpoints",
            "summary.json", "summary.md", "latent_by_class.png", "orbits.png",
            "prior_samples.png", "paths.png", "posterior_contour.png",
-           "operator_magnitudes.png", "ground_truth.png")
+           "operator_magnitudes.png", "ground_truth.png", "orbit_traversal.png")
 SUMMARY_KEYS = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
                 "sample_manifold_distance", "orbit_manifold_distance",
-                "path_manifold_distance", "linear_path_manifold_distance")
+                "path_manifold_distance", "linear_path_manifold_distance",
+                "orbit_coverage")
 
 
 def _run(*args):
@@ -42,7 +43,7 @@ def test_concentric_outputs(concentric_run):
   summary = json.loads((workdir / "summary.json").read_text())
   for key in SUMMARY_KEYS:
     assert np.isfinite(summary[key]), key
-  assert summary["steps"] == 6
+  assert summary["steps"] == 6 and 0 <= summary["orbit_coverage"] <= 1
   lines = (workdir / "metrics.jsonl").read_text().splitlines()
   assert [json.loads(line)["step"] for line in lines] == [3, 6]
   assert "step      3" in result.stdout and "lr_psi" in result.stdout

@@ -167,7 +167,7 @@ def _orbit_limits(latents, orbits, max_zoom_out=0.5):
   return mid - half, mid + half
 
 
-def plot_orbits(path, latents, orbits, magnitudes=None):
+def plot_orbits(path, latents, orbits, magnitudes=None, title=None):
   """The orbit of each transport operator from several start points.
 
   Each orbit is a coloured line with a dot at its first point. The view is
@@ -181,6 +181,7 @@ def plot_orbits(path, latents, orbits, magnitudes=None):
       step ``t``; ``orbits[m, s, 0]`` is marked as the start.
     magnitudes: optional ``[M]`` operator magnitudes (Frobenius norms) shown in
       the panel titles.
+    title: optional panel title instead of the operator's.
 
   Returns:
     The path written, a ``pathlib.Path``.
@@ -198,10 +199,11 @@ def plot_orbits(path, latents, orbits, magnitudes=None):
       orbit = orbits[m, s]
       ax.plot(orbit[:, 0], orbit[:, 1], "-", lw=1.5, color=colour, zorder=3)
       ax.plot(*orbit[0], "o", ms=5, color=colour, mec="k", zorder=4)
-    title = f"operator {m}"
+    label = f"operator {m}"
     if magnitudes is not None:
-      title += f"  |Psi|_F = {float(np.asarray(magnitudes)[m]):.3g}"
-    ax.set(title=title, xlim=(lo[0], hi[0]), ylim=(lo[1], hi[1]), aspect="equal")
+      label += f"  |Psi|_F = {float(np.asarray(magnitudes)[m]):.3g}"
+    ax.set(title=title or label, xlim=(lo[0], hi[0]), ylim=(lo[1], hi[1]),
+           aspect="equal")
   return _save(fig, path)
 
 

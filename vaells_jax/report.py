@@ -17,6 +17,8 @@ __all__ = ["evaluate_and_report", "operator_orbits", "write_markdown"]
 NUM_PRIOR_SAMPLES = 200  # per anchor
 NUM_PATHS = 20
 PATH_POINTS = 30
+TRAVERSAL_TURNS = 2.0  # orbit_coverage follows each orbit this far each way
+TRAVERSAL_POINTS = 2001
 ORBIT_POINTS = 100
 CONTOUR_GRID = 41
 
@@ -79,6 +81,45 @@ def _posterior_contour(trained, center, latents):
   return gx, gy, data_term, coeff_term
 
 
+def _traversals(trained, anchors, m, max_norm):
+  """How far operator ``m``'s orbits from the anchors run along the true curves.
+
+  The orbit ``expm(t Psi_m) a`` from each anchor ``a``, for ``t`` up to
+  :data:`TRAVERSAL_TURNS` turns of the operator's fastest rotation each way,
+  is decoded and scored with :func:`evaluation.orbit_coverage` against the
+  true curve of the anchor's class.
+
+  Returns:
+    The mean over classes of the best anchor's coverage, and the best
+    anchor's orbit of each class split at the anchor into its two halves,
+    ``[1, 2 C, T, d]`` (each half starts at the anchor; points beyond
+    ``max_norm`` are NaN), for :func:`plotting.plot_orbits`.
+  """
+  data, scale = trained.data, trained.config.latent_scale
+  psi = np.asarray(trained.psi)[m:m + 1]
+  rho = max(np.abs(np.linalg.eigvals(psi[0])).max(), 1e-6)
+  ts = np.linspace(-1.0, 1.0, TRAVERSAL_POINTS)
+  start = TRAVERSAL_POINTS // 2
+  orbits = scale * np.asarray(transport_path(
+      psi, jnp.asarray([2 * np.pi * TRAVERSAL_TURNS / rho]),
+      jnp.asarray(anchors / scale), ts))  # [T, C, A, d]
+  decoded = np.asarray(trained.decode(orbits.reshape(-1, orbits.shape[-1])))
+  decoded = np.nan_to_num(decoded.reshape(*orbits.shape[:-1], -1),
+                          nan=1e30, posinf=1e30, neginf=-1e30)
+  best, halves = [], []
+  for c in range(anchors.shape[0]):
+    curve = data.manifold[data.manifold_labels == c]
+    scores = [evaluation.orbit_coverage(decoded[:, c, a], curve, data.noise_std,
+                                        start)
+              for a in range(anchors.shape[1])]
+    a = int(np.argmax(scores))
+    best.append(scores[a])
+    halves += [orbits[start:, c, a], orbits[start::-1, c, a]]
+  halves = np.stack(halves)[None]
+  too_far = ~(np.linalg.norm(halves, axis=-1) <= max_norm)
+  return float(np.mean(best)), np.where(too_far[..., None], np.nan, halves)
+
+
 def evaluate_and_report(trained, workdir, summary) -> dict:
   """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
 
@@ -123,7 +164,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     metrics["sample_manifold_distance"] = evaluation.manifold_distance(
         decoded, data.manifold, data.noise_std)
 
-  orbits = magnitudes = None
+  orbits = magnitudes = traversals = None
   if operators:
     magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
     scale = cfg.latent_scale
@@ -132,6 +173,9 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
     metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
         dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
+    if data.has_ground_truth:
+      metrics["orbit_coverage"], traversals = _traversals(
+          trained, anchors, int(np.argmax(magnitudes)), max_norm)
 
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
@@ -153,6 +197,11 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 
   if latents.shape[-1] == 2:
     _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes)
+    if traversals is not None:
+      plotting.plot_orbits(
+          workdir / "orbit_traversal.png", latents, traversals,
+          title=f"longest orbit along the true curve: coverage "
+                f"{metrics['orbit_coverage']:.2f}")
   write_markdown(workdir, {**summary, **metrics}, cfg)
   return metrics
 
@@ -193,6 +242,8 @@ FIGURES = (
     ("latent_by_class.png", "Encoded test points by class, anchors as x"),
     ("latent_by_position.png", "Encoded test points by ground-truth position"),
     ("orbits.png", "Orbit of each operator"),
+    ("orbit_traversal.png", "The dominant operator's orbit from the anchor "
+     "that runs farthest along the true curve (both directions from it)"),
     ("prior_samples.png", "Prior samples (VAELLS: around each anchor)"),
     ("paths.png", "Paths between test pairs vs straight lines"),
     ("posterior_contour.png", "Posterior contours (appendix C)"),
