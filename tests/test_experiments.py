@@ -1,14 +1,17 @@
 """Tiny-budget runs of the experiments through the command line; load() round trip."""
 
+import dataclasses
 import json
 import pathlib
 import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from vaells_jax import report, transport
 from vaells_jax.api import load
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -67,6 +70,19 @@ def test_load_round_trip(concentric_run):
   np.testing.assert_allclose(path[0], z[:2], rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match="label"):
     model.sample_prior(key, 3, label=2)
+  # A point 1.25 turns along a spiral orbit: the config's starts stop at a
+  # local minimum a turn short; restarts spread over the turns (the report's)
+  # arrive.
+  spiral = dataclasses.replace(model, psi=jnp.asarray(
+      [[[0.01, -0.1], [0.1, 0.01]]] + [[[0.0, 0.0], [0.0, 0.0]]] * 3))
+  z0 = jnp.asarray([[1.0, 0.0]])
+  z1 = transport(spiral.psi, jnp.asarray([2 * np.pi * 1.25 / 0.1, 0, 0, 0]), z0)
+  short = spiral.infer_path(z0, z1, [1.0])[-1]
+  assert np.linalg.norm(short - z1) > 0.5
+  num_restarts, init_range = report._spread_restarts(spiral.psi)
+  reached = spiral.infer_path(z0, z1, [1.0], num_restarts=num_restarts,
+                              init_range=init_range)[-1]
+  np.testing.assert_allclose(reached, z1, atol=1e-3)
   # The loaded encoder is the trained one: same codes as a second load.
   np.testing.assert_array_equal(load(workdir).encode(data.x_test[:5]), z)
 

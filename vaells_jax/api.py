@@ -98,19 +98,24 @@ class TrainedVAELLS:
     """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
     return self._sample_around(key, self.encode(x), n, laplace_scale, gamma)
 
-  def infer_path(self, z0, z1, ts, key=None):
+  def infer_path(self, z0, z1, ts, key=None, num_restarts=None, init_range=None):
     """The transport path from ``z0`` to ``z1`` (``[..., d]`` each) at times ``ts``.
 
-    Coefficients are inferred with the prior's sparsity weight and restarts;
-    ``t in [0, 1]`` interpolates, other ``t`` extrapolate. Returns
-    ``[T, ..., d]``.
+    Coefficients are inferred with the prior's sparsity weight and, unless
+    given here, the config's restarts and start range (see
+    :func:`~vaells_jax.inference.infer_coefficients`). Points far apart on
+    an operator's orbit need starts near their coefficient: a spiral's next
+    turn is a local minimum away, so spread the restarts over the turns the
+    path may take. ``t in [0, 1]`` interpolates, other ``t`` extrapolate.
+    Returns ``[T, ..., d]``.
     """
     cfg = self.config
     key = jax.random.PRNGKey(0) if key is None else key
     w0, w1 = jnp.asarray(z0) / self._scale, jnp.asarray(z1) / self._scale
     result = infer_coefficients(
         self.psi, w0, w1, l1_weight=cfg.zeta_p, key=key,
-        num_restarts=cfg.num_restarts, init_range=cfg.init_range,
+        num_restarts=num_restarts or cfg.num_restarts,
+        init_range=init_range or cfg.init_range,
         max_iter=cfg.inference_max_iter, tol=cfg.inference_tol,
         method=cfg.inference_method)
     return transport_path(self.psi, result.coeffs, w0, ts) * self._scale
@@ -178,15 +183,15 @@ class TrainedBaseline:
     """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
     return self.baseline.sample_posterior(self.params, key, jnp.asarray(x), n)
 
-  def infer_path(self, z0, z1, ts, key=None):
+  def infer_path(self, z0, z1, ts, key=None, num_restarts=None, init_range=None):
     """The model's path from ``z0`` to ``z1`` (``[..., d]`` each) at ``ts``.
 
     A straight line for ``vae`` and ``vampprior``; for ``svae`` the great
     circle through the two points' directions (``t`` outside ``[0, 1]``
-    continues along it). ``key`` is unused (kept for the common interface).
-    Returns ``[T, ..., d]``.
+    continues along it). ``key``, ``num_restarts`` and ``init_range`` are
+    unused (kept for the common interface). Returns ``[T, ..., d]``.
     """
-    del key
+    del key, num_restarts, init_range
     z0, z1 = jnp.asarray(z0), jnp.asarray(z1)
     ts = jnp.asarray(ts, z0.dtype).reshape((-1,) + (1,) * z0.ndim)
     if self.config.model != "svae":

@@ -19,6 +19,7 @@ NUM_PATHS = 20
 PATH_POINTS = 30
 TRAVERSAL_TURNS = 2.0  # orbit_coverage follows each orbit this far each way
 TRAVERSAL_POINTS = 2001
+PATH_RESTARTS = 16  # tiling TRAVERSAL_TURNS turns each way (_spread_restarts)
 ORBIT_POINTS = 100
 CONTOUR_GRID = 41
 
@@ -120,6 +121,22 @@ def _traversals(trained, anchors, m, max_norm):
   return float(np.mean(best)), np.where(too_far[..., None], np.nan, halves)
 
 
+def _spread_restarts(psi):
+  """Restarts whose start ranges tile ``TRAVERSAL_TURNS`` turns each way.
+
+  A coefficient ``c`` turns a point by ``c rho`` radians along the fastest
+  operator's orbit; the config's starts (``init_range``, two restarts) reach
+  a fraction of a turn, so inferred paths stopped at the first local minimum
+  on a spiral (swiss roll: endpoints 26 spacings off, 3.7 with these).
+
+  Returns:
+    ``(num_restarts, init_range)`` for ``infer_path``.
+  """
+  rho = max(np.abs(np.linalg.eigvals(np.asarray(psi))).max(), 1e-6)
+  reach = 2 * np.pi * TRAVERSAL_TURNS / rho
+  return PATH_RESTARTS, (-reach, -reach + 2 * reach / PATH_RESTARTS)
+
+
 def evaluate_and_report(trained, workdir, summary) -> dict:
   """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
 
@@ -179,8 +196,10 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
+  restarts = _spread_restarts(trained.psi) if operators else (None, None)
   paths = np.swapaxes(np.asarray(trained.infer_path(
-      latents[pairs[:, 0]], latents[pairs[:, 1]], ts, key=k_path)), 0, 1)
+      latents[pairs[:, 0]], latents[pairs[:, 1]], ts, key=k_path,
+      num_restarts=restarts[0], init_range=restarts[1])), 0, 1)
   lines = (latents[pairs[:, 0], None] * (1 - ts[:, None])
            + latents[pairs[:, 1], None] * ts[:, None])
   metrics["path_manifold_distance"] = evaluation.latent_path_distance(paths, latents)
