@@ -79,7 +79,7 @@ def test_load_round_trip(concentric_run):
   z1 = transport(spiral.psi, jnp.asarray([2 * np.pi * 1.25 / 0.1, 0, 0, 0]), z0)
   short = spiral.infer_path(z0, z1, [1.0])[-1]
   assert np.linalg.norm(short - z1) > 0.5
-  num_restarts, init_range = report._spread_restarts(spiral.psi)
+  num_restarts, init_range = report.spread_restarts(spiral.psi)
   reached = spiral.infer_path(z0, z1, [1.0], num_restarts=num_restarts,
                               init_range=init_range)[-1]
   np.testing.assert_allclose(reached, z1, atol=1e-3)

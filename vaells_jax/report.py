@@ -12,14 +12,15 @@ from vaells_jax import evaluation, plotting
 from vaells_jax.inference import infer_coefficients
 from vaells_jax.transport import transport, transport_path
 
-__all__ = ["evaluate_and_report", "operator_orbits", "write_markdown"]
+__all__ = ["evaluate_and_report", "operator_orbits", "spread_restarts",
+           "write_markdown"]
 
 NUM_PRIOR_SAMPLES = 200  # per anchor
 NUM_PATHS = 20
 PATH_POINTS = 30
 TRAVERSAL_TURNS = 2.0  # orbit_coverage follows each orbit this far each way
 TRAVERSAL_POINTS = 2001
-PATH_RESTARTS = 16  # tiling TRAVERSAL_TURNS turns each way (_spread_restarts)
+PATH_RESTARTS = 16  # tiling TRAVERSAL_TURNS turns each way (spread_restarts)
 ORBIT_POINTS = 100
 CONTOUR_GRID = 41
 
@@ -121,7 +122,7 @@ def _traversals(trained, anchors, m, max_norm):
   return float(np.mean(best)), np.where(too_far[..., None], np.nan, halves)
 
 
-def _spread_restarts(psi):
+def spread_restarts(psi):
   """Restarts whose start ranges tile ``TRAVERSAL_TURNS`` turns each way.
 
   A coefficient ``c`` turns a point by ``c rho`` radians along the fastest
@@ -196,7 +197,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
 
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
-  restarts = _spread_restarts(trained.psi) if operators else (None, None)
+  restarts = spread_restarts(trained.psi) if operators else (None, None)
   paths = np.swapaxes(np.asarray(trained.infer_path(
       latents[pairs[:, 0]], latents[pairs[:, 1]], ts, key=k_path,
       num_restarts=restarts[0], init_range=restarts[1])), 0, 1)
