@@ -114,8 +114,8 @@ class TrainedVAELLS:
     w0, w1 = jnp.asarray(z0) / self._scale, jnp.asarray(z1) / self._scale
     result = infer_coefficients(
         self.psi, w0, w1, l1_weight=cfg.zeta_p, key=key,
-        num_restarts=num_restarts or cfg.num_restarts,
-        init_range=init_range or cfg.init_range,
+        num_restarts=cfg.num_restarts if num_restarts is None else num_restarts,
+        init_range=cfg.init_range if init_range is None else init_range,
         max_iter=cfg.inference_max_iter, tol=cfg.inference_tol,
         method=cfg.inference_method)
     return transport_path(self.psi, result.coeffs, w0, ts) * self._scale

@@ -25,6 +25,14 @@ ORBIT_POINTS = 100
 CONTOUR_GRID = 41
 
 
+def _rotation_rates(psi):
+  """Each operator's largest eigenvalue modulus, at least 1e-6: ``[M]``.
+
+  For a rotation, the radians it turns per unit coefficient.
+  """
+  return np.maximum(np.abs(np.linalg.eigvals(np.asarray(psi))).max(axis=-1), 1e-6)
+
+
 def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
   """Orbits ``expm(t psi_m) s`` of each operator from each start.
 
@@ -43,7 +51,7 @@ def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
   """
   psi = np.asarray(psi)
   num_ops = psi.shape[0]
-  rho = np.maximum(np.abs(np.linalg.eigvals(psi)).max(axis=-1), 1e-6)
+  rho = _rotation_rates(psi)
   ts = np.linspace(-1.0, 1.0, num_points)
   paths = [transport_path(psi, np.eye(num_ops)[m] * np.pi / rho[m],
                           jnp.asarray(starts), ts) for m in range(num_ops)]
@@ -99,7 +107,7 @@ def _traversals(trained, anchors, m, max_norm):
   """
   data, scale = trained.data, trained.config.latent_scale
   psi = np.asarray(trained.psi)[m:m + 1]
-  rho = max(np.abs(np.linalg.eigvals(psi[0])).max(), 1e-6)
+  rho = _rotation_rates(psi)[0]
   ts = np.linspace(-1.0, 1.0, TRAVERSAL_POINTS)
   start = TRAVERSAL_POINTS // 2
   orbits = scale * np.asarray(transport_path(
@@ -133,8 +141,7 @@ def spread_restarts(psi):
   Returns:
     ``(num_restarts, init_range)`` for ``infer_path``.
   """
-  rho = max(np.abs(np.linalg.eigvals(np.asarray(psi))).max(), 1e-6)
-  reach = 2 * np.pi * TRAVERSAL_TURNS / rho
+  reach = 2 * np.pi * TRAVERSAL_TURNS / _rotation_rates(psi).max()
   return PATH_RESTARTS, (-reach, -reach + 2 * reach / PATH_RESTARTS)
 
 
@@ -188,12 +195,13 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     scale = cfg.latent_scale
     orbits = scale * operator_orbits(trained.psi, anchors[:, 0] / scale,
                                      max_norm / scale)
-    dominant = orbits[int(np.argmax(magnitudes))].reshape(-1, latents.shape[-1])
+    strongest = int(np.argmax(magnitudes))
+    dominant = orbits[strongest].reshape(-1, latents.shape[-1])
     metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
         dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
     if data.has_ground_truth:
       metrics["orbit_coverage"], traversals = _traversals(
-          trained, anchors, int(np.argmax(magnitudes)), max_norm)
+          trained, anchors, strongest, max_norm)
 
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
