@@ -113,6 +113,31 @@ def test_rotation_path_stats():
   assert rise == 0.0
 
 
+def _generator(*blocks):
+  """Block-diagonal ``[d, d]`` from ``(re, im)`` pairs: ``[[re, -im], [im, re]]``."""
+  psi = np.zeros((2 * len(blocks),) * 2)
+  for k, (re, im) in enumerate(blocks):
+    psi[2 * k:2 * k + 2, 2 * k:2 * k + 2] = [[re, -im], [im, re]]
+  return psi
+
+
+def test_path_span_is_a_half_turn_of_the_orbits_slowest_rotation():
+  # An orbit with its fundamental (0.2) and a stronger 2nd harmonic (0.4); a
+  # slower rotation the starts barely have (0.05) and a decaying pair (0.01).
+  psi = _generator((0.0, 0.2), (0.0, 0.4), (0.0, 0.05), (-0.3, 0.01))
+  phases = np.random.default_rng(0).uniform(0, 2 * np.pi, (9, 4))
+  starts = np.stack([np.cos(phases), np.sin(phases)], -1).reshape(9, 8)
+  starts = starts * np.repeat([1.0, 3.0, 0.1, 5.0], 2)  # amplitude of each pair
+  assert image_report.path_span(psi, starts, cap=100.0) == pytest.approx(np.pi / 0.2)
+  # Not the fastest rotation (the former rule), and the cap holds.
+  assert image_report.path_span(psi, starts, cap=3.0) == 3.0
+  assert image_report.path_span(psi[2:6, 2:6], starts[:, 2:6], 100.0) == (
+      pytest.approx(np.pi / 0.4))
+  # Without a rotation: the fastest growth or decay.
+  assert image_report.path_span(np.diag([0.5, -2.0]), starts[:, :2], 100.0) == (
+      pytest.approx(np.pi / 2.0))
+
+
 def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
   data = mnist.digits_experiment("nat_mnist", _small(digits), seed=0,

@@ -10,10 +10,11 @@ Metrics (paper section 5, appendix D; SPEC section 6):
 * rotated inputs (``config.input_rotation > 0``): ``rotation_span_degrees``
   and ``rotation_spearman``: along the path ``expm(t psi) f(x)`` of the
   strongest operator from an upright digit (``|t|`` up to ``pi / rho``, a half
-  turn each way for a rotation, ``rho`` the largest imaginary part of its
-  eigenvalues), the angle at which a rotated copy of the input best matches
-  each decoded frame; the longest monotonic rise of that angle and its rank
-  correlation with ``t`` (median over one digit per class; also the best);
+  turn each way of the slowest rotation of the operator that moves the
+  digits, :func:`path_span`), the angle at which a rotated copy of the input
+  best matches each decoded frame; the longest monotonic rise of that angle
+  (frame steps of 0 to ``MAX_FRAME_STEP`` degrees) and its rank correlation
+  with ``t`` (median over one digit per class; also the best);
 * natural digits: ``class_consistency``, the fraction of decoded posterior
   samples that a classifier trained on the training digits assigns the
   input's class, with that classifier's own ``classifier_test_accuracy``.
@@ -38,12 +39,18 @@ from vaells_jax.likelihood import importance_log_likelihood
 from vaells_jax.report import write_markdown
 from vaells_jax.transport import transport_path
 
-__all__ = ["evaluate_and_report", "matched_angles", "rotation_path_stats"]
+__all__ = ["evaluate_and_report", "matched_angles", "path_span",
+           "rotation_path_stats"]
 
 GRID_INPUTS = 6  # posterior-sample grids
 PATH_FRAMES = 11  # columns of the operator-path figures
 FIDELITY_FRAMES = 37  # frames along each rotation-fidelity path
-MAX_FRAME_STEP = 60.0  # degrees; a larger jump between frames breaks a rise
+# Degrees; a larger jump between frames breaks a rise. A path that turns the
+# digit once over the FIDELITY_FRAMES moves it 10 degrees a frame: 3x that is
+# a jump to another angle, not a rotation (60 let a random operator "rise"
+# over 100 degrees by chance jumps).
+MAX_FRAME_STEP = 30.0
+SPAN_MIN_SHARE = 0.25  # see path_span
 CONSISTENCY_INPUTS = 500
 CONSISTENCY_SAMPLES = 8
 CHUNK = 500
@@ -109,11 +116,33 @@ def _chunked(fn, x, size=CHUNK):
                          for i in range(0, len(x), size)])
 
 
-def _path_span(psi_m, cap):
-  """Coefficient range ``pi / rho`` (a half turn each way for a rotation)."""
-  eig = np.linalg.eigvals(np.asarray(psi_m, np.float64))
-  rho = np.abs(eig.imag).max()
-  rho = rho if rho > 1e-6 else np.abs(eig).max()
+def path_span(psi_m, starts, cap: float) -> float:
+  """Coefficient range ``pi / rho``: a half turn each way of a rotation.
+
+  ``rho`` is the slowest rotation of ``psi_m`` that moves the ``starts``
+  appreciably: the smallest ``|Im lambda|`` over the eigenvalues that
+  oscillate (``|Im| > |Re|``) and whose component of the starts (median over
+  them of ``|a_k| ||v_k||`` in ``starts = sum_k a_k v_k``) is at least
+  ``SPAN_MIN_SHARE`` of the largest such component. An encoder's orbit of a
+  rotated digit is periodic with harmonics (a digit like 0, 1 or 8 looks alike
+  after half a turn), so the operator that follows it has eigenvalues at
+  ``i w, 2 i w, ...``; the orbit's period is that of the slowest, ``2 pi / w``.
+  Without oscillating eigenvalues ``rho`` is the largest ``|lambda|``.
+
+  Args:
+    psi_m: one operator ``[d, d]``.
+    starts: ``[R, d]`` points the path starts from (inference scale).
+    cap: the largest range returned.
+  """
+  lam, vecs = np.linalg.eig(np.asarray(psi_m, np.float64))
+  parts = np.abs(np.linalg.solve(vecs, np.asarray(starts, np.float64).T).T)
+  share = np.median(parts * np.linalg.norm(vecs, axis=0), axis=0)  # [d]
+  turning = np.abs(lam.imag) > np.abs(lam.real)
+  if turning.any():
+    share = np.where(turning, share, 0.0)
+    rho = np.abs(lam.imag)[share >= SPAN_MIN_SHARE * share.max()].min()
+  else:
+    rho = np.abs(lam).max()
   return float(min(np.pi / max(rho, 1e-6), cap))
 
 
@@ -174,7 +203,9 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     return np.asarray(decode(jnp.swapaxes(path, 0, 1)))
 
   for m in range(cfg.num_ops):
-    span = _path_span(psi[m], cap=10 * b)
+    # A quarter turn each way for rotated digits; up to 10 b otherwise.
+    span = (path_span(psi[m], starts, cap=1000 * b) / 2 if cfg.input_rotation
+            else path_span(psi[m], starts, cap=10 * b))
     ts = np.linspace(-span, span, PATH_FRAMES)
     frames = decoded_path(m, ts)
     plotting.plot_operator_paths(
@@ -184,7 +215,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   if cfg.input_rotation:
     m = int(np.argmax(magnitudes))
     # A full turn if the operator rotates: not capped like the figures above.
-    span = _path_span(psi[m], cap=1000 * b)
+    span = path_span(psi[m], starts, cap=1000 * b)
     ts = np.linspace(-span, span, FIDELITY_FRAMES)
     frames = decoded_path(m, ts)
     stats = [rotation_path_stats(ts, matched_angles(f, x_orig[i]))
