@@ -138,6 +138,18 @@ def test_path_span_is_a_half_turn_of_the_orbits_slowest_rotation():
       pytest.approx(np.pi / 2.0))
 
 
+def test_fit_orbit_operator_recovers_the_generator_of_closed_orbits():
+  import scipy.linalg
+
+  w = 2 * np.pi / 36  # one step = 10 degrees; a harmonic at 2 w
+  psi = _generator((0.0, w), (0.0, 2 * w))
+  rng = np.random.default_rng(1)
+  starts = rng.normal(size=(20, 4))
+  orbits = np.stack([starts @ scipy.linalg.expm(j * psi).T for j in range(36)], 1)
+  fitted = np.asarray(image_report.fit_orbit_operator(orbits))
+  np.testing.assert_allclose(fitted, psi, atol=2e-3)
+
+
 def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
   data = mnist.digits_experiment("nat_mnist", _small(digits), seed=0,
@@ -207,6 +219,8 @@ def test_rot_mnist_command_line_smoke(tmp_path):
   summary = json.loads((workdir / "summary.json").read_text())
   assert summary["steps"] == 4
   assert 0 <= summary["rotation_span_degrees"] <= 360 * 2
+  assert 0 <= summary["reference_cosine"] <= 1
+  assert summary["reference_rotation_span_degrees"] >= 0
   assert (workdir / "rotation_fidelity.png").exists()
 
 

@@ -15,6 +15,10 @@ Metrics (paper section 5, appendix D; SPEC section 6):
   best matches each decoded frame; the longest monotonic rise of that angle
   (frame steps of 0 to ``MAX_FRAME_STEP`` degrees) and its rank correlation
   with ``t`` (median over one digit per class; also the best);
+  ``reference_cosine``, ``|cos|`` between that operator and the reference
+  :func:`fit_orbit_operator` fits to the encoder's orbits of rotated training
+  digits, and ``reference_rotation_span_degrees``, the reference's median rise
+  (what the encoder allows);
 * natural digits: ``class_consistency``, the fraction of decoded posterior
   samples that a classifier trained on the training digits assigns the
   input's class, with that classifier's own ``classifier_test_accuracy``.
@@ -30,6 +34,7 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import scipy.stats
 
 from vaells_jax import evaluation, plotting
@@ -39,8 +44,8 @@ from vaells_jax.likelihood import importance_log_likelihood
 from vaells_jax.report import write_markdown
 from vaells_jax.transport import transport_path
 
-__all__ = ["evaluate_and_report", "matched_angles", "path_span",
-           "rotation_path_stats"]
+__all__ = ["evaluate_and_report", "fit_orbit_operator", "matched_angles",
+           "path_span", "rotation_path_stats"]
 
 GRID_INPUTS = 6  # posterior-sample grids
 PATH_FRAMES = 11  # columns of the operator-path figures
@@ -51,6 +56,8 @@ FIDELITY_FRAMES = 37  # frames along each rotation-fidelity path
 # over 100 degrees by chance jumps).
 MAX_FRAME_STEP = 30.0
 SPAN_MIN_SHARE = 0.25  # see path_span
+REFERENCE_DIGITS = 300  # training digits whose orbits fit the reference operator
+REFERENCE_ANGLES = 36  # rotated copies per digit (10 degrees apart)
 CONSISTENCY_INPUTS = 500
 CONSISTENCY_SAMPLES = 8
 CHUNK = 500
@@ -101,6 +108,47 @@ def rotation_path_stats(coeffs, angles):
   rises = [_longest_rise(np.diff(sign * unwrapped)) for sign in (1.0, -1.0)]
   sign = 1.0 if rises[0] >= rises[1] else -1.0
   return sign * unwrapped, float(max(rises)), float(rho)
+
+
+def fit_orbit_operator(orbits, lags=(1, 2, 4), num_iter: int = 1500,
+                       learning_rate: float = 3e-3) -> jax.Array:
+  """The one operator that best carries closed orbits forward: a reference.
+
+  Minimises ``sum_k mean_{n, j} ||expm(k psi) z[n, j] - z[n, j + k]||^2 / k``
+  over ``k`` in ``lags`` (indices mod ``K``), with Adam from ``psi = 0``:
+  ``expm(psi)`` is one step along every orbit. Fed the encodings of each digit
+  rotated by ``360 j / K`` degrees, it is the best rotation operator the
+  encoder allows, fitted directly rather than through the VAELLS objective;
+  how close the learned operator comes to it measures how well ``Psi`` was
+  learned, apart from the encoder.
+
+  Args:
+    orbits: ``[N, K, d]`` closed orbits, equally spaced.
+    lags: steps ahead to fit (longer lags keep the fit stable along the orbit).
+    num_iter: Adam iterations.
+    learning_rate: Adam rate.
+
+  Returns:
+    ``[d, d]``.
+  """
+  z = jnp.asarray(orbits, jnp.float32)
+
+  def loss(psi):
+    return sum(jnp.mean(jnp.sum((z @ jax.scipy.linalg.expm(k * psi).T
+                                 - jnp.roll(z, -k, axis=1)) ** 2, -1)) / k
+               for k in lags)
+
+  opt = optax.adam(learning_rate)
+
+  def step(carry, _):
+    psi, state = carry
+    updates, state = opt.update(jax.grad(loss)(psi), state)
+    return (psi + updates, state), None
+
+  psi = jnp.zeros((z.shape[-1],) * 2, z.dtype)
+  (psi, _), _ = jax.jit(lambda c: jax.lax.scan(step, c, None, num_iter))(
+      (psi, opt.init(psi)))
+  return psi
 
 
 def _longest_rise(steps) -> float:
@@ -198,36 +246,45 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
       encode, x_orig[firsts])
   b = 1.0 / cfg.zeta3
 
-  def decoded_path(m, ts):  # [R, T, 784]: the starts moved along operator m
-    path = transport_path(psi[m:m + 1], jnp.ones((1, 1)), starts, ts)
+  def decoded_path(op, ts):  # [R, T, 784]: the starts moved along op [d, d]
+    path = transport_path(op[None], jnp.ones((1, 1)), starts, ts)
     return np.asarray(decode(jnp.swapaxes(path, 0, 1)))
+
+  def rotation_stats(op):  # matched angles along a half turn each way
+    ts = np.linspace(-1, 1, FIDELITY_FRAMES) * path_span(op, starts, 1000 * b)
+    stats = [rotation_path_stats(ts, matched_angles(f, x_orig[i]))
+             for f, i in zip(decoded_path(op, ts), firsts, strict=True)]
+    return ts, *(np.asarray([s[k] for s in stats]) for k in range(3))
 
   for m in range(cfg.num_ops):
     # A quarter turn each way for rotated digits; up to 10 b otherwise.
     span = (path_span(psi[m], starts, cap=1000 * b) / 2 if cfg.input_rotation
             else path_span(psi[m], starts, cap=10 * b))
     ts = np.linspace(-span, span, PATH_FRAMES)
-    frames = decoded_path(m, ts)
     plotting.plot_operator_paths(
-        workdir / f"operator_path_{m}.png", frames, ts,
+        workdir / f"operator_path_{m}.png", decoded_path(psi[m], ts), ts,
         f"operator {m} (|psi|_F = {magnitudes[m]:.3g})")
 
   if cfg.input_rotation:
     m = int(np.argmax(magnitudes))
-    # A full turn if the operator rotates: not capped like the figures above.
-    span = path_span(psi[m], starts, cap=1000 * b)
-    ts = np.linspace(-span, span, FIDELITY_FRAMES)
-    frames = decoded_path(m, ts)
-    stats = [rotation_path_stats(ts, matched_angles(f, x_orig[i]))
-             for f, i in zip(frames, firsts, strict=True)]
-    unwrapped = np.stack([s[0] for s in stats])
-    rises = np.asarray([s[1] for s in stats])
-    rhos = np.asarray([s[2] for s in stats])
+    ts, unwrapped, rises, rhos = rotation_stats(psi[m])
     metrics.update(rotation_span_degrees=float(np.median(rises)),
                    rotation_span_degrees_best=float(rises.max()),
                    rotation_spearman=float(np.nanmedian(rhos)))
     plotting.plot_rotation_fidelity(workdir / "rotation_fidelity.png", ts,
                                     unwrapped, rises)
+    # The reference: the operator fitted to the encoder's own rotation orbits.
+    orbits = _chunked(encode, np.asarray(rotated_copies(
+        data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)).reshape(
+            -1, data.data_dim)).reshape(-1, REFERENCE_ANGLES, cfg.latent_dim)
+    reference = np.asarray(fit_orbit_operator(orbits), np.float64)
+    learned = np.asarray(psi[m], np.float64)
+    metrics.update(
+        reference_cosine=float(abs(np.sum(learned * reference))
+                               / np.linalg.norm(learned)
+                               / np.linalg.norm(reference)),
+        reference_rotation_span_degrees=float(np.median(
+            rotation_stats(reference)[2])))
   elif len(firsts) > 1:
     metrics.update(_class_consistency(trained, data, k_cons))
 
