@@ -52,8 +52,8 @@ PATH_FRAMES = 11  # columns of the operator-path figures
 FIDELITY_FRAMES = 37  # frames along each rotation-fidelity path
 # Degrees; a larger jump between frames breaks a rise. A path that turns the
 # digit once over the FIDELITY_FRAMES moves it 10 degrees a frame: 3x that is
-# a jump to another angle, not a rotation (60 let a random operator "rise"
-# over 100 degrees by chance jumps).
+# a jump to another angle, not a rotation (60 let a barely trained operator
+# "rise" over 100 degrees by chance jumps).
 MAX_FRAME_STEP = 30.0
 SPAN_MIN_SHARE = 0.25  # see path_span
 REFERENCE_DIGITS = 300  # training digits whose orbits fit the reference operator
@@ -170,7 +170,7 @@ def path_span(psi_m, starts, cap: float) -> float:
   ``rho`` is the slowest rotation of ``psi_m`` that moves the ``starts``
   appreciably: the smallest ``|Im lambda|`` over the eigenvalues that
   oscillate (``|Im| > |Re|``) and whose component of the starts (median over
-  them of ``|a_k| ||v_k||`` in ``starts = sum_k a_k v_k``) is at least
+  them of ``|a_k|`` in ``starts = sum_k a_k v_k``, unit ``v_k``) is at least
   ``SPAN_MIN_SHARE`` of the largest such component. An encoder's orbit of a
   rotated digit is periodic with harmonics (a digit like 0, 1 or 8 looks alike
   after half a turn), so the operator that follows it has eigenvalues at
@@ -183,8 +183,8 @@ def path_span(psi_m, starts, cap: float) -> float:
     cap: the largest range returned.
   """
   lam, vecs = np.linalg.eig(np.asarray(psi_m, np.float64))
-  parts = np.abs(np.linalg.solve(vecs, np.asarray(starts, np.float64).T).T)
-  share = np.median(parts * np.linalg.norm(vecs, axis=0), axis=0)  # [d]
+  parts = np.linalg.solve(vecs, np.asarray(starts, np.float64).T)  # [d, R]
+  share = np.median(np.abs(parts), axis=1)
   turning = np.abs(lam.imag) > np.abs(lam.real)
   if turning.any():
     share = np.where(turning, share, 0.0)
