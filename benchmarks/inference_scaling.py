@@ -32,9 +32,9 @@ import vaells_jax
 from vaells_jax import infer_coefficients, transport
 
 SWEEPS = {
-    "pairs": ("N", [10, 100, 1000, 10_000, 100_000], dict(d=2, m=4)),
-    "dim": ("d", [2, 4, 8, 16, 32, 64], dict(n=256, m=4)),
-    "ops": ("M", [1, 2, 4, 8, 16], dict(n=1000, d=2)),
+  "pairs": ("N", [10, 100, 1000, 10_000, 100_000], dict(d=2, m=4)),
+  "dim": ("d", [2, 4, 8, 16, 32, 64], dict(n=256, m=4)),
+  "ops": ("M", [1, 2, 4, 8, 16], dict(n=1000, d=2)),
 }
 QUICK = {"pairs": [10, 1000], "dim": [2, 4], "ops": [1, 2]}
 
@@ -43,7 +43,7 @@ def make_problem(n: int, d: int, m: int, seed: int = 0):
   """``N`` pairs ``z1 = T_psi(c) z0`` (plus noise) for a random dictionary."""
   rng = np.random.default_rng(seed)
   skew = rng.normal(size=(m, d, d))
-  psi = (0.5 * (skew - skew.transpose(0, 2, 1)) + 0.05 * rng.normal(size=(m, d, d)))
+  psi = 0.5 * (skew - skew.transpose(0, 2, 1)) + 0.05 * rng.normal(size=(m, d, d))
   psi /= np.sqrt(d)
   z0 = rng.normal(size=(n, d))
   z0 /= np.linalg.norm(z0, axis=-1, keepdims=True)
@@ -55,16 +55,32 @@ def make_problem(n: int, d: int, m: int, seed: int = 0):
 
 def measure(n: int, d: int, m: int, iterations: int, repeats: int) -> dict:
   psi, z0, z1 = make_problem(n, d, m)
-  solve = jax.jit(lambda psi, z0, z1, key: infer_coefficients(
-      psi, z0, z1, l1_weight=1e-6, key=key, init_range=(-2.5, 2.5),
-      max_iter=iterations, tol=1e-12))
+  solve = jax.jit(
+    lambda psi, z0, z1, key: infer_coefficients(
+      psi,
+      z0,
+      z1,
+      l1_weight=1e-6,
+      key=key,
+      init_range=(-2.5, 2.5),
+      max_iter=iterations,
+      tol=1e-12,
+    )
+  )
   key = jax.random.PRNGKey(0)
   start = time.perf_counter()
   compiled = solve.lower(psi, z0, z1, key).compile()
   compile_s = time.perf_counter() - start
   stats = compiled.memory_analysis()
-  memory = (stats.argument_size_in_bytes + stats.output_size_in_bytes
-            + stats.temp_size_in_bytes) if stats is not None else float("nan")
+  memory = (
+    (
+      stats.argument_size_in_bytes
+      + stats.output_size_in_bytes
+      + stats.temp_size_in_bytes
+    )
+    if stats is not None
+    else float("nan")
+  )
   jax.block_until_ready(compiled(psi, z0, z1, key))
   times = []
   for _ in range(repeats):
@@ -72,39 +88,64 @@ def measure(n: int, d: int, m: int, iterations: int, repeats: int) -> dict:
     jax.block_until_ready(compiled(psi, z0, z1, key))
     times.append(time.perf_counter() - start)
   best = min(times)
-  return {"N": n, "d": d, "M": m, "compile_s": compile_s, "min_s": best,
-          "median_s": float(np.median(times)), "us_per_pair": 1e6 * best / n,
-          "memory_mb": memory / 2**20}
+  return {
+    "N": n,
+    "d": d,
+    "M": m,
+    "compile_s": compile_s,
+    "min_s": best,
+    "median_s": float(np.median(times)),
+    "us_per_pair": 1e6 * best / n,
+    "memory_mb": memory / 2**20,
+  }
 
 
 def main(argv=None) -> dict[str, list[dict]]:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="small sweeps (CI)")
-  parser.add_argument("--iterations", type=int, default=None,
-                      help="solver iterations per start (default 50; 5 quick)")
+  parser.add_argument(
+    "--iterations",
+    type=int,
+    default=None,
+    help="solver iterations per start (default 50; 5 quick)",
+  )
   parser.add_argument("--repeats", type=int, default=None)
   args = parser.parse_args(argv)
   iterations = args.iterations or (5 if args.quick else 50)
   repeats = args.repeats or (1 if args.quick else 3)
-  print(f"device={jax.devices()[0]} jax={jax.__version__} "
-        f"vaells_jax={vaells_jax.__version__} iterations={iterations} "
-        f"repeats={repeats}")
+  print(
+    f"device={jax.devices()[0]} jax={jax.__version__} "
+    f"vaells_jax={vaells_jax.__version__} iterations={iterations} "
+    f"repeats={repeats}"
+  )
   results = {}
   for sweep, (name, values, fixed) in SWEEPS.items():
     values = QUICK[sweep] if args.quick else values
-    sizes = [{"n": fixed.get("n"), "d": fixed.get("d"), "m": fixed.get("m"),
-              {"N": "n", "d": "d", "M": "m"}[name]: v} for v in values]
+    sizes = [
+      {
+        "n": fixed.get("n"),
+        "d": fixed.get("d"),
+        "m": fixed.get("m"),
+        {"N": "n", "d": "d", "M": "m"}[name]: v,
+      }
+      for v in values
+    ]
     rows = [measure(s["n"], s["d"], s["m"], iterations, repeats) for s in sizes]
     results[sweep] = rows
-    print(f"\n{sweep}: {name} grows, "
-          + ", ".join(f"{k}={v}" for k, v in fixed.items()))
-    print(f"| {name} | time ms (min / median) | µs per pair | compile s "
-          "| planned memory MB |")
+    print(
+      f"\n{sweep}: {name} grows, " + ", ".join(f"{k}={v}" for k, v in fixed.items())
+    )
+    print(
+      f"| {name} | time ms (min / median) | µs per pair | compile s "
+      "| planned memory MB |"
+    )
     print("|---|---|---|---|---|")
     for r in rows:
-      print(f"| {r[name]} | {1e3 * r['min_s']:.2f} / {1e3 * r['median_s']:.2f} "
-            f"| {r['us_per_pair']:.2f} | {r['compile_s']:.1f} "
-            f"| {r['memory_mb']:.2f} |")
+      print(
+        f"| {r[name]} | {1e3 * r['min_s']:.2f} / {1e3 * r['median_s']:.2f} "
+        f"| {r['us_per_pair']:.2f} | {r['compile_s']:.1f} "
+        f"| {r['memory_mb']:.2f} |"
+      )
   return results
 
 

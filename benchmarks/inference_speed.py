@@ -9,8 +9,8 @@ Compares, on the same pairs and in one run:
 * ``jit_loop``: a Python loop over a jitted single-pair solve (same solver);
 * ``scipy_cg``: the original research code's method, a per-pair, per-restart
   loop of ``scipy.optimize.minimize(method="CG", maxiter=50)`` with the analytic
-  gradient (:mod:`vaells_jax.reference`), from the starts the batched solver
-  drew (:func:`vaells_jax.inference.solver_starts`).
+  gradient (:mod:`vaells_jax.core.reference`), from the starts the batched solver
+  drew (:func:`vaells_jax.core.inference.solver_starts`).
 
 The batched solve runs each setting of ``SETTINGS`` (proximal gradient at two
 budgets, Levenberg-Marquardt). A second check solves one step's pairs for several
@@ -43,8 +43,8 @@ import numpy as np
 
 import vaells_jax
 from vaells_jax import infer_coefficients, transport
-from vaells_jax.inference import solver_starts
-from vaells_jax.reference import infer_pairs_cg
+from vaells_jax.core.inference import solver_starts
+from vaells_jax.core.reference import infer_pairs_cg
 
 
 class Case(NamedTuple):
@@ -59,9 +59,9 @@ class Case(NamedTuple):
 
 
 CASES = (
-    Case("concentric", 30, 3, 1, 2, 4, 1e-6, 5e-6),
-    Case("swiss_roll", 30, 4, 2, 2, 1, 1e-6, 5e-5),
-    Case("rot_mnist", 32, 10, 1, 10, 1, 1e-6, 1e-6),
+  Case("concentric", 30, 3, 1, 2, 4, 1e-6, 5e-6),
+  Case("swiss_roll", 30, 4, 2, 2, 1, 1e-6, 5e-5),
+  Case("rot_mnist", 32, 10, 1, 10, 1, 1e-6, 1e-6),
 )
 
 
@@ -90,10 +90,10 @@ def loop_pairs(case: Case, enc, z, anchors, n):
 
 def batched_starts(case: Case, key):
   """The starts ``[R, B (1 + A), M]`` the batched step draws from ``key``."""
-  _, lo, hi = (np.tile(a, case.batch).astype(np.float32)
-               for a in pair_settings(case))
-  return np.asarray(solver_starts(key, case.restarts, case.num_ops,
-                                  jnp.asarray(lo), jnp.asarray(hi)))
+  _, lo, hi = (np.tile(a, case.batch).astype(np.float32) for a in pair_settings(case))
+  return np.asarray(
+    solver_starts(key, case.restarts, case.num_ops, jnp.asarray(lo), jnp.asarray(hi))
+  )
 
 
 def scipy_objectives(case: Case, psi, pairs, key):
@@ -105,7 +105,7 @@ def scipy_objectives(case: Case, psi, pairs, key):
   often bimodal: the start led to the right minimum or not).
   """
   z0, z1, l1, _, _ = pairs
-  starts = batched_starts(case, key)[:, :len(z0)]
+  starts = batched_starts(case, key)[:, : len(z0)]
   return infer_pairs_cg(psi, z0, z1, l1, starts)[1]
 
 
@@ -114,9 +114,9 @@ def scipy_objectives(case: Case, psi, pairs, key):
 # tol 1e-6: at the default 1e-4 a solver stops once the data term fits, before
 # the l1 term (weights 1e-6 to 5e-5) has any say.
 SETTINGS = {
-    "default": {},
-    "tight": {"max_iter": 300, "tol": 1e-6},
-    "lm": {"method": "lm", "tol": 1e-6},
+  "default": {},
+  "tight": {"max_iter": 300, "tol": 1e-6},
+  "lm": {"method": "lm", "tol": 1e-6},
 }
 
 
@@ -127,9 +127,11 @@ POSTERIOR_RANGE, PRIOR_RANGE = (0.0, 1.0), (-2.5, 2.5)
 def pair_settings(case: Case):
   """Per-pair sparsity weights and start ranges over ``[1 + A]`` (posterior first)."""
   rest = case.anchors
-  return (np.r_[case.zeta_q, [case.zeta_p] * rest],
-          np.r_[POSTERIOR_RANGE[0], [PRIOR_RANGE[0]] * rest],
-          np.r_[POSTERIOR_RANGE[1], [PRIOR_RANGE[1]] * rest])
+  return (
+    np.r_[case.zeta_q, [case.zeta_p] * rest],
+    np.r_[POSTERIOR_RANGE[0], [PRIOR_RANGE[0]] * rest],
+    np.r_[POSTERIOR_RANGE[1], [PRIOR_RANGE[1]] * rest],
+  )
 
 
 def make_batched(case: Case, settings: dict):
@@ -139,9 +141,16 @@ def make_batched(case: Case, settings: dict):
   @jax.jit
   def step(psi, enc, z, anchors, key):
     z0 = jnp.concatenate([enc[:, None, :], anchors], axis=1)  # [B, 1 + A, d]
-    return infer_coefficients(psi, z0, z[:, None, :], l1_weight=l1, key=key,
-                              num_restarts=case.restarts, init_range=(lo, hi),
-                              **settings)
+    return infer_coefficients(
+      psi,
+      z0,
+      z[:, None, :],
+      l1_weight=l1,
+      key=key,
+      num_restarts=case.restarts,
+      init_range=(lo, hi),
+      **settings,
+    )
 
   return step
 
@@ -173,31 +182,44 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
   z0, z1, l1, lo, hi = pairs
   loop_solves = len(z0) * restarts
 
-  single = jax.jit(lambda psi, a, b, lam, lo, hi, k: infer_coefficients(
-      psi, a, b, l1_weight=lam, key=k, num_restarts=restarts,
-      init_range=(lo, hi)))
+  single = jax.jit(
+    lambda psi, a, b, lam, lo, hi, k: infer_coefficients(
+      psi, a, b, l1_weight=lam, key=k, num_restarts=restarts, init_range=(lo, hi)
+    )
+  )
   keys = jax.random.split(jax.random.PRNGKey(1), len(z0))
 
   def jit_loop():
-    return np.asarray([float(single(psi, z0[i], z1[i], l1[i], lo[i], hi[i],
-                                    keys[i]).objective) for i in range(len(z0))])
+    return np.asarray(
+      [
+        float(single(psi, z0[i], z1[i], l1[i], lo[i], hi[i], keys[i]).objective)
+        for i in range(len(z0))
+      ]
+    )
 
   jit_first, jit_best, _, jit_obj = timed(jit_loop, 1)
 
   # The faster of two runs: one run of the loop varied 2x on this shared CPU.
-  cg_runs = [_time_once(lambda: scipy_objectives(case, psi, pairs, key))
-             for _ in range(1 if repeats < 3 else 2)]
+  cg_runs = [
+    _time_once(lambda: scipy_objectives(case, psi, pairs, key))
+    for _ in range(1 if repeats < 3 else 2)
+  ]
   cg_time, cg_obj = min(cg_runs, key=lambda run: run[0])
   rows = []
   for name in settings_names:
     settings = SETTINGS[name]
     step = make_batched(case, settings)
     first, best, median, result = timed(
-        lambda step=step: step(psi, enc, z, anchors, key), repeats)
+      lambda step=step: step(psi, enc, z, anchors, key), repeats
+    )
     batched_obj = np.asarray(result.objective[:n]).ravel()
-    rates = {"batched": solves / best, "jit_loop": loop_solves / jit_best,
-             "scipy_cg": loop_solves / cg_time}
-    rows.append({
+    rates = {
+      "batched": solves / best,
+      "jit_loop": loop_solves / jit_best,
+      "scipy_cg": loop_solves / cg_time,
+    }
+    rows.append(
+      {
         "case": case.name,
         "solver": name,
         "settings": settings,
@@ -211,12 +233,13 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
         "speedup_vs_scipy_cg": rates["batched"] / rates["scipy_cg"],
         "speedup_vs_jit_loop": rates["batched"] / rates["jit_loop"],
         "median_objective": {
-            "batched": float(np.median(batched_obj)),
-            "jit_loop": float(np.median(jit_obj)),
-            "scipy_cg": float(np.median(cg_obj)),
+          "batched": float(np.median(batched_obj)),
+          "jit_loop": float(np.median(jit_obj)),
+          "scipy_cg": float(np.median(cg_obj)),
         },
         "batched_converged_fraction": float(np.mean(result.converged)),
-    })
+      }
+    )
   return rows
 
 
@@ -228,19 +251,21 @@ def objective_check(case: Case, settings_names, seeds) -> dict:
   setting, the per-seed ratios of median objectives and fractions of pairs
   that end at least as low as CG's (within 0.1%).
   """
-  check = {name: {"median_ratio": [], "as_good_fraction": []}
-           for name in settings_names}
+  check = {
+    name: {"median_ratio": [], "as_good_fraction": []} for name in settings_names
+  }
   for seed in seeds:
     psi, enc, z, anchors = make_problem(case, seed)
     key = jax.random.PRNGKey(seed)
-    cg = scipy_objectives(case, psi, loop_pairs(case, enc, z, anchors,
-                                                case.batch), key)
+    cg = scipy_objectives(case, psi, loop_pairs(case, enc, z, anchors, case.batch), key)
     for name in settings_names:
-      ours = np.asarray(make_batched(case, SETTINGS[name])(
-          psi, enc, z, anchors, key).objective).ravel()
+      ours = np.asarray(
+        make_batched(case, SETTINGS[name])(psi, enc, z, anchors, key).objective
+      ).ravel()
       check[name]["median_ratio"].append(float(np.median(ours) / np.median(cg)))
       check[name]["as_good_fraction"].append(
-          float(np.mean(ours <= cg * (1 + 1e-3) + 1e-9)))
+        float(np.mean(ours <= cg * (1 + 1e-3) + 1e-9))
+      )
   return check
 
 
@@ -252,26 +277,36 @@ def _time_once(fn):
 
 def environment() -> dict:
   return {
-      "device": str(jax.devices()[0]),
-      "platform": platform.platform(),
-      "processor": platform.processor() or platform.machine(),
-      "jax": jax.__version__,
-      "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else "",
-      "vaells_jax": vaells_jax.__version__,
-      "numpy": np.__version__,
+    "device": str(jax.devices()[0]),
+    "platform": platform.platform(),
+    "processor": platform.processor() or platform.machine(),
+    "jax": jax.__version__,
+    "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else "",
+    "vaells_jax": vaells_jax.__version__,
+    "numpy": np.__version__,
   }
 
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true",
-                      help="small subsets, few repeats, default solver settings "
-                      "only (CI smoke mode)")
+  parser.add_argument(
+    "--quick",
+    action="store_true",
+    help="small subsets, few repeats, default solver settings only (CI smoke mode)",
+  )
   parser.add_argument("--repeats", type=int, default=None)
-  parser.add_argument("--subset", type=int, default=None,
-                      help="samples per case timed in the per-pair loops")
-  parser.add_argument("--seeds", type=int, default=None,
-                      help="problem seeds of the objective check (5; --quick 0)")
+  parser.add_argument(
+    "--subset",
+    type=int,
+    default=None,
+    help="samples per case timed in the per-pair loops",
+  )
+  parser.add_argument(
+    "--seeds",
+    type=int,
+    default=None,
+    help="problem seeds of the objective check (5; --quick 0)",
+  )
   parser.add_argument("--json", default=None, help="also write results here")
   args = parser.parse_args(argv)
   repeats = args.repeats or (3 if args.quick else 20)
@@ -280,49 +315,75 @@ def main(argv=None):
   env = environment()
   print(" ".join(f"{k}={v}" for k, v in env.items()))
   names = ["default"] if args.quick else list(SETTINGS)
-  results = [row for case in CASES
-             for row in run_case(case, subset, repeats, names)]
+  results = [row for case in CASES for row in run_case(case, subset, repeats, names)]
   print()
-  print("The jit loop runs the default solver settings; " + "; ".join(
-      f"{name}: {SETTINGS[name] or 'defaults'}" for name in names) + ".")
-  header = ("case", "solver", "pair-solves/step", "batched pairs/s",
-            "jit loop pairs/s", "scipy CG pairs/s", "vs scipy CG", "vs jit loop",
-            "step ms (min)", "compile s", "median obj batched / jit loop / scipy CG")
+  print(
+    "The jit loop runs the default solver settings; "
+    + "; ".join(f"{name}: {SETTINGS[name] or 'defaults'}" for name in names)
+    + "."
+  )
+  header = (
+    "case",
+    "solver",
+    "pair-solves/step",
+    "batched pairs/s",
+    "jit loop pairs/s",
+    "scipy CG pairs/s",
+    "vs scipy CG",
+    "vs jit loop",
+    "step ms (min)",
+    "compile s",
+    "median obj batched / jit loop / scipy CG",
+  )
   print("| " + " | ".join(header) + " |")
   print("|" + "---|" * len(header))
   for r in results:
     rate, obj = r["pairs_per_s"], r["median_objective"]
-    cells = (r["case"], r["solver"], r["pair_solves_per_step"],
-             f"{rate['batched']:.0f}", f"{rate['jit_loop']:.0f}",
-             f"{rate['scipy_cg']:.1f}", f"{r['speedup_vs_scipy_cg']:.0f}x",
-             f"{r['speedup_vs_jit_loop']:.0f}x", f"{r['batched_step_ms_min']:.1f}",
-             f"{r['batched_compile_s']:.1f}",
-             f"{obj['batched']:.3g} / {obj['jit_loop']:.3g} / {obj['scipy_cg']:.3g}")
+    cells = (
+      r["case"],
+      r["solver"],
+      r["pair_solves_per_step"],
+      f"{rate['batched']:.0f}",
+      f"{rate['jit_loop']:.0f}",
+      f"{rate['scipy_cg']:.1f}",
+      f"{r['speedup_vs_scipy_cg']:.0f}x",
+      f"{r['speedup_vs_jit_loop']:.0f}x",
+      f"{r['batched_step_ms_min']:.1f}",
+      f"{r['batched_compile_s']:.1f}",
+      f"{obj['batched']:.3g} / {obj['jit_loop']:.3g} / {obj['scipy_cg']:.3g}",
+    )
     print("| " + " | ".join(str(c) for c in cells) + " |")
   checks = {case.name: objective_check(case, names, seeds) for case in CASES}
   if seeds:
     _print_check(checks, seeds)
   if args.json:
     with open(args.json, "w") as f:
-      json.dump({"environment": env, "results": results,
-                 "objective_check": checks}, f, indent=2)
+      json.dump(
+        {"environment": env, "results": results, "objective_check": checks}, f, indent=2
+      )
   return results
 
 
 def _print_check(checks, seeds):
   print()
-  print(f"Against scipy CG from the same starts, all pairs of one step, "
-        f"problem seeds {list(seeds)}: median objective / CG's (below 1: "
-        f"better), and the fraction of pairs ending at least as low as CG:")
-  print("| case | solver | median ratio per seed | worst | fraction as good per "
-        "seed | lowest |")
+  print(
+    f"Against scipy CG from the same starts, all pairs of one step, "
+    f"problem seeds {list(seeds)}: median objective / CG's (below 1: "
+    f"better), and the fraction of pairs ending at least as low as CG:"
+  )
+  print(
+    "| case | solver | median ratio per seed | worst | fraction as good per "
+    "seed | lowest |"
+  )
   print("|---|---|---|---|---|---|")
   for case, check in checks.items():
     for name, c in check.items():
       ratio, good = c["median_ratio"], c["as_good_fraction"]
-      print(f"| {case} | {name} | {' '.join(f'{x:.2f}' for x in ratio)} | "
-            f"{max(ratio):.2f} | {' '.join(f'{x:.2f}' for x in good)} | "
-            f"{min(good):.2f} |")
+      print(
+        f"| {case} | {name} | {' '.join(f'{x:.2f}' for x in ratio)} | "
+        f"{max(ratio):.2f} | {' '.join(f'{x:.2f}' for x in good)} | "
+        f"{min(good):.2f} |"
+      )
 
 
 if __name__ == "__main__":

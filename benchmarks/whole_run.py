@@ -30,31 +30,37 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def run_one(exp: str, seed: int, workdir: pathlib.Path, extra: list[str]) -> dict:
   """Runs one experiment; returns its timings and headline metrics."""
-  command = [sys.executable, str(ROOT / "experiments" / "run.py"), f"--exp={exp}",
-             f"--workdir={workdir}", f"--config.seed={seed}", "--overwrite",
-             *extra]
+  command = [
+    sys.executable,
+    str(ROOT / "experiments" / "run.py"),
+    f"--exp={exp}",
+    f"--workdir={workdir}",
+    f"--config.seed={seed}",
+    "--overwrite",
+    *extra,
+  ]
   start = time.perf_counter()
   done = subprocess.run(command, capture_output=True, text=True, check=False)
   wall = time.perf_counter() - start
   if done.returncode != 0:
-    raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n"
-                       f"{done.stderr[-2000:]}")
+    raise RuntimeError(
+      f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}"
+    )
   summary = json.loads((workdir / "summary.json").read_text())
   train = summary["train_time_s"]
   compile_s = summary["compile_time_s"]
   return {
-      "experiment": exp,
-      "seed": seed,
-      "steps": summary["steps"],
-      "command_wall_s": wall,
-      "compile_s": compile_s,
-      "training_s": train - compile_s,
-      "evaluation_s": summary["wall_time_s"] - train,
-      "knn_class_accuracy": summary.get("knn_class_accuracy"),
-      "sample_manifold_distance": summary.get("sample_manifold_distance"),
-      "path_manifold_distance": summary.get("path_manifold_distance"),
-      "linear_path_manifold_distance": summary.get(
-          "linear_path_manifold_distance"),
+    "experiment": exp,
+    "seed": seed,
+    "steps": summary["steps"],
+    "command_wall_s": wall,
+    "compile_s": compile_s,
+    "training_s": train - compile_s,
+    "evaluation_s": summary["wall_time_s"] - train,
+    "knn_class_accuracy": summary.get("knn_class_accuracy"),
+    "sample_manifold_distance": summary.get("sample_manifold_distance"),
+    "path_manifold_distance": summary.get("path_manifold_distance"),
+    "linear_path_manifold_distance": summary.get("linear_path_manifold_distance"),
   }
 
 
@@ -62,16 +68,23 @@ def main(argv=None) -> list[dict]:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--experiments", default="concentric,swiss_roll")
   parser.add_argument("--seeds", default="0")
-  parser.add_argument("--quick", action="store_true",
-                      help="50 steps per run (CI smoke mode)")
-  parser.add_argument("--cg-step-ms", default=None,
-                      help="EXP=MS,... step times of the original method from "
-                      "train_step.py, for the estimated original run time")
+  parser.add_argument(
+    "--quick", action="store_true", help="50 steps per run (CI smoke mode)"
+  )
+  parser.add_argument(
+    "--cg-step-ms",
+    default=None,
+    help="EXP=MS,... step times of the original method from "
+    "train_step.py, for the estimated original run time",
+  )
   parser.add_argument("--json", default=None, help="also write results here")
   args = parser.parse_args(argv)
   extra = ["--config.num_steps=50", "--config.warmup_steps=10"] if args.quick else []
-  cg_ms = dict(item.split("=") for item in args.cg_step_ms.split(",")) if (
-      args.cg_step_ms) else {}
+  cg_ms = (
+    dict(item.split("=") for item in args.cg_step_ms.split(","))
+    if (args.cg_step_ms)
+    else {}
+  )
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
     for exp in args.experiments.split(","):
@@ -79,16 +92,23 @@ def main(argv=None) -> list[dict]:
         rows.append(run_one(exp, seed, pathlib.Path(tmp) / f"{exp}_{seed}", extra))
         print(json.dumps(rows[-1]), flush=True)
   print()
-  print("| experiment | seed | steps | command wall s | compile s | training s "
-        "| evaluation s | knn acc. | original code, estimated |")
+  print(
+    "| experiment | seed | steps | command wall s | compile s | training s "
+    "| evaluation s | knn acc. | original code, estimated |"
+  )
   print("|---|---|---|---|---|---|---|---|---|")
   for r in rows:
-    estimate = (f"{r['steps'] * float(cg_ms[r['experiment']]) / 3.6e6:.1f} h"
-                if r["experiment"] in cg_ms else "–")
-    print(f"| {r['experiment']} | {r['seed']} | {r['steps']} | "
-          f"{r['command_wall_s']:.0f} | {r['compile_s']:.0f} | "
-          f"{r['training_s']:.0f} | {r['evaluation_s']:.0f} | "
-          f"{r['knn_class_accuracy']:.2f} | {estimate} |")
+    estimate = (
+      f"{r['steps'] * float(cg_ms[r['experiment']]) / 3.6e6:.1f} h"
+      if r["experiment"] in cg_ms
+      else "–"
+    )
+    print(
+      f"| {r['experiment']} | {r['seed']} | {r['steps']} | "
+      f"{r['command_wall_s']:.0f} | {r['compile_s']:.0f} | "
+      f"{r['training_s']:.0f} | {r['evaluation_s']:.0f} | "
+      f"{r['knn_class_accuracy']:.2f} | {estimate} |"
+    )
   if args.json:
     pathlib.Path(args.json).write_text(json.dumps(rows, indent=2))
   return rows

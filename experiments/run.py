@@ -49,16 +49,19 @@ def make_data(exp, config, data_dir):
   if exp in DIGITS:
     config_module = importlib.import_module(f"experiments.configs.{exp}")
     return mnist.digits_experiment(
-        exp, mnist.load_mnist(data_dir, seed=config.seed), seed=config.seed,
-        anchors_per_class=config_module.ANCHORS_PER_CLASS)
+      exp,
+      mnist.load_mnist(data_dir, seed=config.seed),
+      seed=config.seed,
+      anchors_per_class=config_module.ANCHORS_PER_CLASS,
+    )
   return getattr(synthetic, f"make_{exp}")(seed=config.seed)
 
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(
-      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--exp", required=True,
-                      help="|".join(EXPERIMENTS + COMPARISONS))
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  parser.add_argument("--exp", required=True, help="|".join(EXPERIMENTS + COMPARISONS))
   parser.add_argument("--model", default="vaells", choices=MODELS)
   parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--workdir", default=None)
@@ -70,21 +73,23 @@ def parse_args(argv):
   overrides = {}
   for item in rest:
     if not item.startswith("--config.") or "=" not in item:
-      parser.error(f"unrecognised argument {item!r}; overrides look like "
-                   "--config.KEY=VALUE")
-    key, value = item[len("--config."):].split("=", 1)
+      parser.error(
+        f"unrecognised argument {item!r}; overrides look like --config.KEY=VALUE"
+      )
+    key, value = item[len("--config.") :].split("=", 1)
     overrides[key] = value
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
   if args.exp not in EXPERIMENTS + COMPARISONS:
-    parser.error(f"unknown --exp={args.exp!r}; choose one of: "
-                 f"{', '.join(EXPERIMENTS + COMPARISONS)}")
+    parser.error(
+      f"unknown --exp={args.exp!r}; choose one of: "
+      f"{', '.join(EXPERIMENTS + COMPARISONS)}"
+    )
   if args.exp in COMPARISONS:
     if args.model != "vaells" or "model" in overrides:
       parser.error("a comparison trains every model; leave out --model")
     if "seed" in overrides:
-      parser.error("a comparison runs seeds 0..N-1; use --seeds=N, not "
-                   "--config.seed")
+      parser.error("a comparison runs seeds 0..N-1; use --seeds=N, not --config.seed")
     if args.seeds < 1:
       parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if args.resume:
@@ -96,17 +101,21 @@ def parse_args(argv):
 
 def compare(args, config, workdir) -> int:
   """Trains every model on seeds 0..N-1 and writes the comparison."""
-  from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
-  from vaells_jax.compare import run_comparison
   from vaells_jax.data.mnist import MnistUnavailable
-  from vaells_jax.runner import TrainingDiverged
+  from vaells_jax.runs.compare import run_comparison
+  from vaells_jax.runs.runner import TrainingDiverged
+  from vaells_jax.training.checkpoint import CheckpointError  # slow imports (jax)
 
-  exp = args.exp[len("compare_"):]
+  exp = args.exp[len("compare_") :]
   try:
     result = run_comparison(
-        config, lambda c: make_data(exp, c, args.data_dir), workdir,
-        seeds=args.seeds, log=lambda line: print(line, flush=True),
-        overwrite=args.overwrite)
+      config,
+      lambda c: make_data(exp, c, args.data_dir),
+      workdir,
+      seeds=args.seeds,
+      log=lambda line: print(line, flush=True),
+      overwrite=args.overwrite,
+    )
   except (MnistUnavailable, ValueError, CheckpointError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -120,24 +129,27 @@ def compare(args, config, workdir) -> int:
 
 def main(argv=None) -> int:
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
-  exp = args.exp[len("compare_"):] if args.exp in COMPARISONS else args.exp
+  exp = args.exp[len("compare_") :] if args.exp in COMPARISONS else args.exp
   suffix = "" if args.model == "vaells" else f"_{args.model}"
   workdir = pathlib.Path(args.workdir or ROOT / "runs" / f"{args.exp}{suffix}")
   config_module = importlib.import_module(f"experiments.configs.{exp}")
   saved = workdir / CONFIG_NAME
   try:
     # A resumed run keeps its saved configuration; flags may only repeat it.
-    base = (config_from_json(saved) if args.resume and saved.exists() else
-            config_module.get_config(args.budget))
+    base = (
+      config_from_json(saved)
+      if args.resume and saved.exists()
+      else config_module.get_config(args.budget)
+    )
     config = override(base, {"model": args.model, **overrides})
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if args.exp in COMPARISONS:
     return compare(args, config, workdir)
-  from vaells_jax.checkpoint import CheckpointError  # slow imports (jax)
   from vaells_jax.data.mnist import MnistUnavailable
-  from vaells_jax.runner import TrainingDiverged, train_and_evaluate, validate_run
+  from vaells_jax.runs.runner import TrainingDiverged, train_and_evaluate, validate_run
+  from vaells_jax.training.checkpoint import CheckpointError  # slow imports (jax)
 
   try:
     data = make_data(args.exp, config, args.data_dir)
@@ -149,24 +161,44 @@ def main(argv=None) -> int:
   except ValueError as e:  # bad data or workdir: nothing written yet
     print(f"error: {e}", file=sys.stderr)
     return 2
-  print(f"{args.exp} ({config.model}): {config.num_steps} steps, workdir "
-        f"{workdir}", flush=True)
+  print(
+    f"{args.exp} ({config.model}): {config.num_steps} steps, workdir {workdir}",
+    flush=True,
+  )
   try:
     _, summary = train_and_evaluate(
-        config, data, workdir, log=lambda line: print(line, flush=True),
-        resume=args.resume, overwrite=args.overwrite)
+      config,
+      data,
+      workdir,
+      log=lambda line: print(line, flush=True),
+      resume=args.resume,
+      overwrite=args.overwrite,
+    )
   except CheckpointError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   except TrainingDiverged as e:
     print(f"error: training diverged: {e}", file=sys.stderr)
     return 1
-  keys = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
-          "sample_manifold_distance", "orbit_manifold_distance", "orbit_coverage",
-          "path_manifold_distance", "path_endpoint_error",
-          "linear_path_manifold_distance", "log_likelihood", "elbo", "mse",
-          "rotation_span_degrees", "rotation_spearman", "class_consistency",
-          "classifier_test_accuracy")
+  keys = (
+    "steps",
+    "wall_time_s",
+    "psi_rejected_steps",
+    "knn_class_accuracy",
+    "sample_manifold_distance",
+    "orbit_manifold_distance",
+    "orbit_coverage",
+    "path_manifold_distance",
+    "path_endpoint_error",
+    "linear_path_manifold_distance",
+    "log_likelihood",
+    "elbo",
+    "mse",
+    "rotation_span_degrees",
+    "rotation_spearman",
+    "class_consistency",
+    "classifier_test_accuracy",
+  )
   for key in keys:
     if key in summary:
       print(f"{key}: {summary[key]}")

@@ -14,8 +14,10 @@ import tempfile
 # Compiled programs are cached on disk across the test processes (the tests
 # start many command-line runs whose train step takes ~10 s to compile). Set
 # before jax is imported; subprocesses inherit it.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      os.path.join(tempfile.gettempdir(), "vaells_jax_test_cache"))
+os.environ.setdefault(
+  "JAX_COMPILATION_CACHE_DIR",
+  os.path.join(tempfile.gettempdir(), "vaells_jax_test_cache"),
+)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -43,9 +45,11 @@ def random_problem():
   psi = 0.3 * rng.standard_normal((4, 2, 2))
   z0 = rng.standard_normal((60, 2))
   coeffs = rng.laplace(scale=0.5, size=(60, 4))
-  z1 = np.stack([
-      scipy.linalg.expm(np.einsum("m,mij->ij", c, psi)) @ z for c, z in zip(
-          coeffs, z0, strict=True)
-  ])
+  z1 = np.stack(
+    [
+      scipy.linalg.expm(np.einsum("m,mij->ij", c, psi)) @ z
+      for c, z in zip(coeffs, z0, strict=True)
+    ]
+  )
   z1 = z1 + 0.01 * rng.standard_normal(z1.shape)
   return {"psi": psi, "z0": z0, "z1": z1, "coeffs": coeffs}

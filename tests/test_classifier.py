@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from vaells_jax.classifier import accuracy, predict, train_classifier
+from vaells_jax.evaluation.classifier import accuracy, predict, train_classifier
 
 _DEFAULT_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared/data/mnist"
 _IMAGES = "t10k-images-idx3-ubyte.gz"
@@ -36,8 +36,10 @@ def mnist():
   root = pathlib.Path(os.environ.get("VAELLS_MNIST_DIR", _DEFAULT_DIR))
   missing = [name for name in (_IMAGES, _LABELS) if not (root / name).is_file()]
   if missing:
-    pytest.fail(f"MNIST files {missing} not found in {root}; set "
-                "VAELLS_MNIST_DIR to the folder holding them.")
+    pytest.fail(
+      f"MNIST files {missing} not found in {root}; set "
+      "VAELLS_MNIST_DIR to the folder holding them."
+    )
   x = _read_idx(root / _IMAGES, 16).reshape(-1, 784).astype(np.float32) / 255
   y = _read_idx(root / _LABELS, 8).astype(np.int64)
   assert x.shape == (10000, 784) and y.shape == (10000,)
@@ -47,8 +49,7 @@ def mnist():
 @pytest.fixture(scope="module")
 def trained(mnist):
   x, y = mnist
-  return train_classifier(x[_TRAIN], y[_TRAIN], key=jax.random.key(0),
-                          **_SMALL_BUDGET)
+  return train_classifier(x[_TRAIN], y[_TRAIN], key=jax.random.key(0), **_SMALL_BUDGET)
 
 
 def test_accuracy_on_held_out_digits(mnist, trained):
@@ -70,16 +71,21 @@ def test_predict_shape_dtype_and_batching(mnist, trained):
 
 def test_training_is_deterministic_for_a_key(mnist):
   x, y = mnist[0][_TRAIN], mnist[1][_TRAIN]
-  fit = lambda seed: train_classifier(x, y, key=jax.random.key(seed),
-                                      num_steps=3, batch_size=32)
+  fit = lambda seed: train_classifier(
+    x, y, key=jax.random.key(seed), num_steps=3, batch_size=32
+  )
   a, b, c = fit(1), fit(1), fit(2)
   for leaf_a, leaf_b in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
     np.testing.assert_array_equal(leaf_a, leaf_b)
-  assert any(not np.array_equal(leaf_a, leaf_c) for leaf_a, leaf_c in zip(
-      jax.tree.leaves(a), jax.tree.leaves(c), strict=True))
+  assert any(
+    not np.array_equal(leaf_a, leaf_c)
+    for leaf_a, leaf_c in zip(jax.tree.leaves(a), jax.tree.leaves(c), strict=True)
+  )
 
 
-@pytest.mark.parametrize("x_shape,y,match", [
+@pytest.mark.parametrize(
+  "x_shape,y,match",
+  [
     ((5, 100), np.zeros(5, int), r"\[N, 784\]"),
     ((784,), np.zeros(1, int), r"\[N, 784\]"),
     ((0, 784), np.zeros(0, int), "no images"),
@@ -88,7 +94,8 @@ def test_training_is_deterministic_for_a_key(mnist):
     ((5, 784), np.zeros(5), "must be integers"),
     ((5, 784), np.full(5, 10), r"0\.\.9"),
     ((5, 784), np.full(5, -1), r"0\.\.9"),
-])
+  ],
+)
 def test_bad_inputs_raise(x_shape, y, match):
   with pytest.raises(ValueError, match=match):
     train_classifier(np.zeros(x_shape), y, key=jax.random.key(0))

@@ -13,29 +13,36 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaells_jax import image_report
 from vaells_jax.config import Config
-from vaells_jax.data import mnist
-from vaells_jax.runner import train_and_evaluate
-from vaells_jax.train import Model, init_state, make_train_step
+from vaells_jax.data import augment, mnist
+from vaells_jax.evaluation import image_report, rotation
+from vaells_jax.models.vaells import Model
+from vaells_jax.runs.runner import train_and_evaluate
+from vaells_jax.training.step import init_state, make_train_step
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MNIST_DIR = pathlib.Path(os.environ.get("VAELLS_MNIST_DIR",
-                                        ROOT.parent / "shared" / "data" / "mnist"))
+MNIST_DIR = pathlib.Path(
+  os.environ.get("VAELLS_MNIST_DIR", ROOT.parent / "shared" / "data" / "mnist")
+)
 
 
 @pytest.fixture(scope="module")
 def digits():
   if not MNIST_DIR.is_dir():
-    pytest.fail(f"The shared MNIST files are missing: {MNIST_DIR} (set "
-                "VAELLS_MNIST_DIR).")
+    pytest.fail(
+      f"The shared MNIST files are missing: {MNIST_DIR} (set VAELLS_MNIST_DIR)."
+    )
   return mnist.load_mnist(MNIST_DIR)
 
 
 def _small(data: mnist.MnistData, num_train=300, num_test=120):
   return dataclasses.replace(
-      data, x_train=data.x_train[:num_train], y_train=data.y_train[:num_train],
-      x_test=data.x_test[:num_test], y_test=data.y_test[:num_test])
+    data,
+    x_train=data.x_train[:num_train],
+    y_train=data.y_train[:num_train],
+    x_test=data.x_test[:num_test],
+    y_test=data.y_test[:num_test],
+  )
 
 
 def test_digits_experiment_anchors(digits):
@@ -48,16 +55,28 @@ def test_digits_experiment_anchors(digits):
   first = digits.x_train[np.flatnonzero(digits.y_train == 3)[0]]
   np.testing.assert_allclose(rot.anchors[3, 0], first, atol=1e-6)  # 0 degrees
   np.testing.assert_allclose(
-      rot.anchors[3, 5], np.asarray(mnist.rotate_images(first[None], 180.0))[0],
-      atol=1e-6)
+    rot.anchors[3, 5],
+    np.asarray(augment.rotate_images(first[None], 180.0))[0],
+    atol=1e-6,
+  )
   with pytest.raises(ValueError, match="Unknown"):
     mnist.digits_experiment("svhn", digits, seed=0, anchors_per_class=2)
 
 
-ROT = Config(network="conv", latent_dim=4, num_ops=1, batch_size=4,
-             input_rotation=350.0, rotation_anchors=4, learn_anchors=False,
-             closest_anchor=True, latent_scale=10.0, inference_max_iter=3,
-             zeta1=1.0, gamma=1e-3)
+ROT = Config(
+  network="conv",
+  latent_dim=4,
+  num_ops=1,
+  batch_size=4,
+  input_rotation=350.0,
+  rotation_anchors=4,
+  learn_anchors=False,
+  closest_anchor=True,
+  latent_scale=10.0,
+  inference_max_iter=3,
+  zeta1=1.0,
+  gamma=1e-3,
+)
 
 
 def test_rotation_anchors_are_the_inputs_rotated(digits):
@@ -66,10 +85,13 @@ def test_rotation_anchors_are_the_inputs_rotated(digits):
   x = digits.x_train[:3]
   codes = model.encode_anchors(state.params, {"x": x, "label": np.zeros(3, int)})
   assert codes.shape == (3, 4, 4)
-  expect = model.encode(state.params, mnist.rotate_images(
-      np.repeat(x, 4, axis=0), np.tile([0.0, 90.0, 180.0, 270.0], 3)))
-  np.testing.assert_allclose(codes, expect.reshape(3, 4, 4), rtol=1e-5,
-                             atol=1e-6)
+  expect = model.encode(
+    state.params,
+    augment.rotate_images(
+      np.repeat(x, 4, axis=0), np.tile([0.0, 90.0, 180.0, 270.0], 3)
+    ),
+  )
+  np.testing.assert_allclose(codes, expect.reshape(3, 4, 4), rtol=1e-5, atol=1e-6)
   presented = model.present(jnp.asarray(x), jax.random.PRNGKey(1))
   assert not np.allclose(presented, x)  # rotated by random angles
 
@@ -94,22 +116,22 @@ def test_conv_rotation_step_trains_networks_and_psi_only(digits):
 def test_matched_angles_recover_rotations(digits):
   digit = digits.x_test[0]
   angles = np.array([0.0, 40.0, 120.0, 250.0, 355.0])
-  frames = np.asarray(mnist.rotate_images(np.repeat(digit[None], 5, axis=0), angles))
-  found = image_report.matched_angles(frames, digit)
+  frames = np.asarray(augment.rotate_images(np.repeat(digit[None], 5, axis=0), angles))
+  found = rotation.matched_angles(frames, digit)
   assert np.all(np.abs((found - angles + 180) % 360 - 180) <= 1.0)
 
 
 def test_rotation_path_stats():
   coeffs = np.linspace(-1, 1, 13)
   rising = (np.arange(13) * 25.0) % 360  # 300 degrees, wrapping once
-  _, rise, rho = image_report.rotation_path_stats(coeffs, rising)
+  _, rise, rho = rotation.rotation_path_stats(coeffs, rising)
   assert rise == pytest.approx(300.0) and rho == pytest.approx(1.0)
-  _, rise, rho = image_report.rotation_path_stats(coeffs, rising[::-1])
+  _, rise, rho = rotation.rotation_path_stats(coeffs, rising[::-1])
   assert rise == pytest.approx(300.0) and rho == pytest.approx(1.0)  # oriented
   jumps = np.asarray([0, 10, 20, 100, 110, 120, 130, 140, 150, 150, 150, 150, 150.0])
-  _, rise, _ = image_report.rotation_path_stats(coeffs, jumps)
+  _, rise, _ = rotation.rotation_path_stats(coeffs, jumps)
   assert rise == pytest.approx(50.0)  # the 80-degree jump breaks the run
-  _, rise, _ = image_report.rotation_path_stats(coeffs, np.full(13, 90.0))
+  _, rise, _ = rotation.rotation_path_stats(coeffs, np.full(13, 90.0))
   assert rise == 0.0
 
 
@@ -117,7 +139,7 @@ def _generator(*blocks):
   """Block-diagonal ``[d, d]`` from ``(re, im)`` pairs: ``[[re, -im], [im, re]]``."""
   psi = np.zeros((2 * len(blocks),) * 2)
   for k, (re, im) in enumerate(blocks):
-    psi[2 * k:2 * k + 2, 2 * k:2 * k + 2] = [[re, -im], [im, re]]
+    psi[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = [[re, -im], [im, re]]
   return psi
 
 
@@ -128,14 +150,16 @@ def test_path_span_is_a_half_turn_of_the_orbits_slowest_rotation():
   phases = np.random.default_rng(0).uniform(0, 2 * np.pi, (9, 4))
   starts = np.stack([np.cos(phases), np.sin(phases)], -1).reshape(9, 8)
   starts = starts * np.repeat([1.0, 3.0, 0.1, 5.0], 2)  # amplitude of each pair
-  assert image_report.path_span(psi, starts, cap=100.0) == pytest.approx(np.pi / 0.2)
+  assert rotation.path_span(psi, starts, cap=100.0) == pytest.approx(np.pi / 0.2)
   # Not the fastest rotation (the former rule), and the cap holds.
-  assert image_report.path_span(psi, starts, cap=3.0) == 3.0
-  assert image_report.path_span(psi[2:6, 2:6], starts[:, 2:6], 100.0) == (
-      pytest.approx(np.pi / 0.4))
+  assert rotation.path_span(psi, starts, cap=3.0) == 3.0
+  assert rotation.path_span(psi[2:6, 2:6], starts[:, 2:6], 100.0) == (
+    pytest.approx(np.pi / 0.4)
+  )
   # Without a rotation: the fastest growth or decay.
-  assert image_report.path_span(np.diag([0.5, -2.0]), starts[:, :2], 100.0) == (
-      pytest.approx(np.pi / 2.0))
+  assert rotation.path_span(np.diag([0.5, -2.0]), starts[:, :2], 100.0) == (
+    pytest.approx(np.pi / 2.0)
+  )
 
 
 def test_fit_orbit_operator_recovers_the_generator_of_closed_orbits():
@@ -146,59 +170,86 @@ def test_fit_orbit_operator_recovers_the_generator_of_closed_orbits():
   rng = np.random.default_rng(1)
   starts = rng.normal(size=(20, 4))
   orbits = np.stack([starts @ scipy.linalg.expm(j * psi).T for j in range(36)], 1)
-  fitted = np.asarray(image_report.fit_orbit_operator(orbits))
+  fitted = np.asarray(rotation.fit_orbit_operator(orbits))
   np.testing.assert_allclose(fitted, psi, atol=2e-3)
 
 
 def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
-  data = mnist.digits_experiment("nat_mnist", _small(digits), seed=0,
-                                 anchors_per_class=2)
+  data = mnist.digits_experiment(
+    "nat_mnist", _small(digits), seed=0, anchors_per_class=2
+  )
   sys.path.insert(0, str(ROOT))
   from experiments.configs import nat_mnist
 
   config = dataclasses.replace(
-      nat_mnist.get_config("cpu"), num_steps=6, warmup_steps=3, net_steps=1,
-      psi_steps=1, inference_max_iter=3, eval_ll_points=4, eval_ll_samples=3,
-      log_every=3)
+    nat_mnist.get_config("cpu"),
+    num_steps=6,
+    warmup_steps=3,
+    net_steps=1,
+    psi_steps=1,
+    inference_max_iter=3,
+    eval_ll_points=4,
+    eval_ll_samples=3,
+    log_every=3,
+  )
   _, summary = train_and_evaluate(config, data, tmp_path, log=lambda _: None)
-  for key in ("log_likelihood", "elbo", "mse", "knn_class_accuracy",
-              "class_consistency", "classifier_test_accuracy"):
+  for key in (
+    "log_likelihood",
+    "elbo",
+    "mse",
+    "knn_class_accuracy",
+    "class_consistency",
+    "classifier_test_accuracy",
+  ):
     assert np.isfinite(summary[key]), key
   assert summary["log_likelihood"] >= summary["elbo"]
-  for name in ("latent_by_class.png", "posterior_samples.png",
-               "operator_path_3.png", "summary.md"):
+  for name in (
+    "latent_by_class.png",
+    "posterior_samples.png",
+    "operator_path_3.png",
+    "summary.md",
+  ):
     assert (tmp_path / name).exists(), name
 
 
 def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
-  from vaells_jax import compare
+  from vaells_jax.runs import compare
 
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
   sys.path.insert(0, str(ROOT))
   from experiments.configs import nat_mnist
 
   config = dataclasses.replace(
-      nat_mnist.get_config("cpu"), num_steps=3, warmup_steps=2, net_steps=1,
-      psi_steps=1, inference_max_iter=2, eval_ll_points=4, eval_ll_samples=3,
-      num_pseudo=20, log_every=3)
+    nat_mnist.get_config("cpu"),
+    num_steps=3,
+    warmup_steps=2,
+    net_steps=1,
+    psi_steps=1,
+    inference_max_iter=2,
+    eval_ll_points=4,
+    eval_ll_samples=3,
+    num_pseudo=20,
+    log_every=3,
+  )
   made = []
 
   def make_data(c):
     made.append(c.seed)
-    return mnist.digits_experiment("nat_mnist", _small(digits), seed=c.seed,
-                                   anchors_per_class=2)
+    return mnist.digits_experiment(
+      "nat_mnist", _small(digits), seed=c.seed, anchors_per_class=2
+    )
 
   # VAELLS's nat_mnist run is smoke-tested above; the baselines' image
   # report (Gaussian and vMF posteriors, conv networks) here.
   models = ("vampprior", "svae")
-  result = compare.run_comparison(config, make_data, tmp_path, seeds=1,
-                                  models=models, log=lambda _: None)
+  result = compare.run_comparison(
+    config, make_data, tmp_path, seeds=1, models=models, log=lambda _: None
+  )
   assert made == [0]
   for model in models:
     row = result["models"][model]
-    for key in ("log_likelihood", "mse", "knn_class_accuracy",
-                "class_consistency"):
+    for key in ("log_likelihood", "mse", "knn_class_accuracy", "class_consistency"):
       assert np.isfinite(row[key]["mean"]), (model, key)
     assert (tmp_path / model / "seed0" / "posterior_samples.png").exists()
   assert (tmp_path / "prior_samples.png").exists()
@@ -208,13 +259,26 @@ def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
 def test_rot_mnist_command_line_smoke(tmp_path):
   workdir = tmp_path / "rot"
   result = subprocess.run(
-      [sys.executable, str(ROOT / "experiments" / "run.py"), "--exp=rot_mnist",
-       "--budget=cpu", f"--data-dir={MNIST_DIR}", f"--workdir={workdir}",
-       "--config.num_steps=4", "--config.warmup_steps=2", "--config.net_steps=1",
-       "--config.psi_steps=1", "--config.inference_max_iter=2",
-       "--config.eval_ll_points=3", "--config.eval_ll_samples=2",
-       "--config.log_every=2"],
-      capture_output=True, text=True, timeout=900)
+    [
+      sys.executable,
+      str(ROOT / "experiments" / "run.py"),
+      "--exp=rot_mnist",
+      "--budget=cpu",
+      f"--data-dir={MNIST_DIR}",
+      f"--workdir={workdir}",
+      "--config.num_steps=4",
+      "--config.warmup_steps=2",
+      "--config.net_steps=1",
+      "--config.psi_steps=1",
+      "--config.inference_max_iter=2",
+      "--config.eval_ll_points=3",
+      "--config.eval_ll_samples=2",
+      "--config.log_every=2",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   summary = json.loads((workdir / "summary.json").read_text())
   assert summary["steps"] == 4
@@ -234,6 +298,11 @@ def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
   assert code == 2
   assert "--data-dir" in capsys.readouterr().err
   assert not (tmp_path / "w").exists()
-  code = run.main(["--exp=nat_mnist", f"--data-dir={tmp_path / 'none'}",
-                   f"--workdir={tmp_path / 'w'}"])
+  code = run.main(
+    [
+      "--exp=nat_mnist",
+      f"--data-dir={tmp_path / 'none'}",
+      f"--workdir={tmp_path / 'w'}",
+    ]
+  )
   assert code == 2 and not (tmp_path / "w").exists()

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaells_jax.evaluation import (
+from vaells_jax.evaluation.metrics import (
   knn_class_accuracy,
   latent_path_distance,
   manifold_distance,
@@ -145,9 +145,10 @@ def test_orbit_coverage_matches_a_direct_walk(rng):
     lo -= 1
   while hi + 1 < len(on) and on[hi + 1]:
     hi += 1
-  pieces = {int(i) * 7 // 300 for i in d[lo:hi + 1].argmin(axis=1)}
+  pieces = {int(i) * 7 // 300 for i in d[lo : hi + 1].argmin(axis=1)}
   assert orbit_coverage(orbit, curve, 0.1, start, threshold=12.0, bins=7) == (
-    len(pieces) / 7)
+    len(pieces) / 7
+  )
   with pytest.raises(ValueError, match="start must index"):
     orbit_coverage(orbit, curve, 0.1, start=200)
 

@@ -11,30 +11,60 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaells_jax import report, transport
+from vaells_jax import transport
 from vaells_jax.api import load
+from vaells_jax.evaluation import synthetic_report as report
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUTPUTS = ("config.json", "dataset.npz", "metrics.jsonl", "checkpoints",
-           "summary.json", "summary.md", "latent_by_class.png", "orbits.png",
-           "prior_samples.png", "paths.png", "posterior_contour.png",
-           "operator_magnitudes.png", "ground_truth.png", "orbit_traversal.png")
-SUMMARY_KEYS = ("steps", "wall_time_s", "psi_rejected_steps", "knn_class_accuracy",
-                "sample_manifold_distance", "orbit_manifold_distance",
-                "path_manifold_distance", "linear_path_manifold_distance",
-                "orbit_coverage")
+OUTPUTS = (
+  "config.json",
+  "dataset.npz",
+  "metrics.jsonl",
+  "checkpoints",
+  "summary.json",
+  "summary.md",
+  "latent_by_class.png",
+  "orbits.png",
+  "prior_samples.png",
+  "paths.png",
+  "posterior_contour.png",
+  "operator_magnitudes.png",
+  "ground_truth.png",
+  "orbit_traversal.png",
+)
+SUMMARY_KEYS = (
+  "steps",
+  "wall_time_s",
+  "psi_rejected_steps",
+  "knn_class_accuracy",
+  "sample_manifold_distance",
+  "orbit_manifold_distance",
+  "path_manifold_distance",
+  "linear_path_manifold_distance",
+  "orbit_coverage",
+)
 
 
 def _run(*args):
-  return subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *args],
-                        capture_output=True, text=True, timeout=600, cwd=ROOT)
+  return subprocess.run(
+    [sys.executable, str(ROOT / "experiments" / "run.py"), *args],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+  )
 
 
 @pytest.fixture(scope="module")
 def concentric_run(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("concentric")
-  result = _run("--exp=concentric", f"--workdir={workdir}", "--config.num_steps=6",
-                "--config.log_every=3", "--config.hidden=(32,)")
+  result = _run(
+    "--exp=concentric",
+    f"--workdir={workdir}",
+    "--config.num_steps=6",
+    "--config.log_every=3",
+    "--config.hidden=(32,)",
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   return workdir, result
 
@@ -73,23 +103,36 @@ def test_load_round_trip(concentric_run):
   # A point 1.25 turns along a spiral orbit: the config's starts stop at a
   # local minimum a turn short; restarts spread over the turns (the report's)
   # arrive.
-  spiral = dataclasses.replace(model, psi=jnp.asarray(
-      [[[0.01, -0.1], [0.1, 0.01]]] + [[[0.0, 0.0], [0.0, 0.0]]] * 3))
+  spiral = dataclasses.replace(
+    model,
+    params={
+      **model.params,
+      "psi": jnp.asarray(
+        [[[0.01, -0.1], [0.1, 0.01]]] + [[[0.0, 0.0], [0.0, 0.0]]] * 3
+      ),
+    },
+  )
   z0 = jnp.asarray([[1.0, 0.0]])
   z1 = transport(spiral.psi, jnp.asarray([2 * np.pi * 1.25 / 0.1, 0, 0, 0]), z0)
   short = spiral.infer_path(z0, z1, [1.0])[-1]
   assert np.linalg.norm(short - z1) > 0.5
   num_restarts, init_range = report.spread_restarts(spiral.psi)
-  reached = spiral.infer_path(z0, z1, [1.0], num_restarts=num_restarts,
-                              init_range=init_range)[-1]
+  reached = spiral.infer_path(
+    z0, z1, [1.0], num_restarts=num_restarts, init_range=init_range
+  )[-1]
   np.testing.assert_allclose(reached, z1, atol=1e-3)
   # The loaded encoder is the trained one: same codes as a second load.
   np.testing.assert_array_equal(load(workdir).encode(data.x_test[:5]), z)
 
 
 def test_swiss_roll_runs(tmp_path):
-  result = _run("--exp=swiss_roll", f"--workdir={tmp_path}", "--config.num_steps=4",
-                "--config.log_every=2", "--config.hidden=(32,)")
+  result = _run(
+    "--exp=swiss_roll",
+    f"--workdir={tmp_path}",
+    "--config.num_steps=4",
+    "--config.log_every=2",
+    "--config.hidden=(32,)",
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   summary = json.loads((tmp_path / "summary.json").read_text())
   assert summary["steps"] == 4 and (tmp_path / "orbits.png").exists()
@@ -130,16 +173,18 @@ def test_train_step_benchmark_quick_mode():
   assert row["speedup"] > 1  # the batched solve beats a Python loop of scipy CG
   # No warm-up in concentric: the estimate is the steps times the step time.
   assert row["warmup_step_s"] == 0
-  np.testing.assert_allclose(row["estimated_training_s"]["vaells_jax"],
-                             4000 * row["vaells_jax"]["min_s"])
+  np.testing.assert_allclose(
+    row["estimated_training_s"]["vaells_jax"], 4000 * row["vaells_jax"]["min_s"]
+  )
 
 
 def test_whole_run_benchmark_quick_mode():
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import whole_run
 
-  (row,) = whole_run.main(["--quick", "--experiments=concentric",
-                           "--cg-step-ms=concentric=3000"])
+  (row,) = whole_run.main(
+    ["--quick", "--experiments=concentric", "--cg-step-ms=concentric=3000"]
+  )
   assert row["steps"] == 50
   assert row["command_wall_s"] >= row["compile_s"] + row["training_s"] > 0
   assert 0 <= row["knn_class_accuracy"] <= 1

@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.expm.expm_small`` against SciPy and JAX."""
+"""Tests of ``vaells_jax.core.expm.expm_small`` against SciPy and JAX."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from vaells_jax import expm_small
-from vaells_jax.expm import MAX_SQUARINGS
+from vaells_jax.core.expm import MAX_SQUARINGS
 
 NORMS = (1e-3, 1e-2, 1e-1, 1.0, 3.0, 10.0, 30.0, 100.0)
 PER_NORM = 3
@@ -48,8 +48,9 @@ def _assert_small(errors, tol):
   """Asserts all errors are below ``tol``, naming the worst matrix's norm."""
   worst = int(np.argmax(errors))
   assert errors[worst] <= tol, (
-      f"relative error {errors[worst]:.3g} > {tol:.1g} for the matrix with "
-      f"||A||_1 = {NORMS[worst // PER_NORM]}")
+    f"relative error {errors[worst]:.3g} > {tol:.1g} for the matrix with "
+    f"||A||_1 = {NORMS[worst // PER_NORM]}"
+  )
 
 
 @pytest.mark.parametrize("dim", [2, 3, 10])
@@ -61,8 +62,9 @@ def test_expm_small_matches_scipy_and_jax(dim):
     # result alone can be off by ~1e-4 for 2x2 matrices of norm ~30.
     jax_exact = np.asarray(jax.scipy.linalg.expm(jnp.asarray(mats)))
     expm_jit = jax.jit(expm_small)
-    results = {dtype: expm_jit(jnp.asarray(mats, dtype))
-               for dtype in ("float32", "float64")}
+    results = {
+      dtype: expm_jit(jnp.asarray(mats, dtype)) for dtype in ("float32", "float64")
+    }
   for dtype, result in results.items():
     assert result.dtype == jnp.dtype(dtype)
     assert result.shape == mats.shape
@@ -79,7 +81,8 @@ def test_expm_small_2x2_closed_form_at_its_seams(dtype):
   assert result.dtype == jnp.dtype(dtype)
   errors = np.abs(np.asarray(result, np.float64) - exact).max(axis=(-2, -1))
   np.testing.assert_array_less(
-      errors / np.abs(exact).max(axis=(-2, -1)), TOLERANCE[dtype])
+    errors / np.abs(exact).max(axis=(-2, -1)), TOLERANCE[dtype]
+  )
 
 
 def test_expm_small_default_dtype_and_unbatched():
@@ -87,8 +90,7 @@ def test_expm_small_default_dtype_and_unbatched():
   result = expm_small(a.astype(np.float32))
   assert result.dtype == jnp.float32
   assert result.shape == (2, 2)
-  np.testing.assert_allclose(np.asarray(result), scipy.linalg.expm(a),
-                             rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(result), scipy.linalg.expm(a), rtol=1e-6)
 
 
 def _weighted_loss(expm_fn, weights):
@@ -107,8 +109,7 @@ def test_expm_small_gradient_matches_jax_expm():
   with jax.enable_x64(True):
     a = jnp.asarray(mats)
     grad = jax.jit(jax.grad(_weighted_loss(expm_small, weights)))(a)
-    expected = jax.jit(
-        jax.grad(_weighted_loss(jax.scipy.linalg.expm, weights)))(a)
+    expected = jax.jit(jax.grad(_weighted_loss(jax.scipy.linalg.expm, weights)))(a)
     grad, expected = np.asarray(grad), np.asarray(expected)
   assert np.all(np.isfinite(grad))
   scale = np.abs(expected).max(axis=(-2, -1), keepdims=True)
@@ -119,12 +120,24 @@ def _closed_form_edges():
   """2x2 matrices at the seams of the closed form: ``delta = -det(A - mu I)``
   at 0, just either side of 0 and of the series' edge ``|delta| = 1``, and a
   nilpotent, a rotation and a scaling generator."""
-  mats = [np.array([[0.3, 0.0], [0.0, 0.3]]),          # delta = 0 (scalar)
-          np.array([[0.0, 1.0], [0.0, 0.0]]),          # nilpotent, delta = 0
-          np.array([[0.0, -2.0], [2.0, 0.0]]),         # rotation, delta = -4
-          np.array([[1.5, 0.0], [0.0, -0.5]])]         # delta = 1 exactly
-  for delta in (1e-9, -1e-9, 1e-3, -1e-3, 1 - 1e-7, 1 + 1e-7, -1 + 1e-7,
-                -1 - 1e-7, 30.0, -30.0):
+  mats = [
+    np.array([[0.3, 0.0], [0.0, 0.3]]),  # delta = 0 (scalar)
+    np.array([[0.0, 1.0], [0.0, 0.0]]),  # nilpotent, delta = 0
+    np.array([[0.0, -2.0], [2.0, 0.0]]),  # rotation, delta = -4
+    np.array([[1.5, 0.0], [0.0, -0.5]]),
+  ]  # delta = 1 exactly
+  for delta in (
+    1e-9,
+    -1e-9,
+    1e-3,
+    -1e-3,
+    1 - 1e-7,
+    1 + 1e-7,
+    -1 + 1e-7,
+    -1 - 1e-7,
+    30.0,
+    -30.0,
+  ):
     mats.append(np.array([[0.2, 1.0], [delta, 0.2]]))  # delta = a01 * a10
   return np.stack(mats)
 
@@ -140,14 +153,12 @@ def test_expm_small_gradient_matches_scipy_frechet(dim):
   mats = np.concatenate(mats)
   weights = np.random.default_rng(4).standard_normal(mats.shape)
   with jax.enable_x64(True):
-    grad = jax.jit(jax.grad(_weighted_loss(expm_small, weights)))(
-        jnp.asarray(mats))
+    grad = jax.jit(jax.grad(_weighted_loss(expm_small, weights)))(jnp.asarray(mats))
     grad = np.asarray(grad)
   for a, w, g in zip(mats, weights, grad, strict=True):
     upstream = w + scipy.linalg.expm(a)
     expected = scipy.linalg.expm_frechet(a.T, upstream, compute_expm=False)
-    np.testing.assert_allclose(g, expected, rtol=0,
-                               atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_allclose(g, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -155,17 +166,18 @@ def test_expm_small_is_nan_beyond_squaring_limit(dtype):
   # 2x2 rotation generators with 1-norm t: expm is a rotation by t, so it is
   # well conditioned and only the squaring limit decides NaN or not.
   generator = np.array([[0.0, -1.0], [1.0, 0.0]])
-  angles = np.array([1.0, 0.99 * NORM_LIMIT, NORM_LIMIT, 1.01 * NORM_LIMIT,
-                     10 * NORM_LIMIT])
+  angles = np.array(
+    [1.0, 0.99 * NORM_LIMIT, NORM_LIMIT, 1.01 * NORM_LIMIT, 10 * NORM_LIMIT]
+  )
   with jax.enable_x64(True):
     result = np.asarray(
-        expm_small(jnp.asarray(angles[:, None, None] * generator, dtype)))
+      expm_small(jnp.asarray(angles[:, None, None] * generator, dtype))
+    )
   # Angle of the matrix actually passed (after rounding to dtype).
   rounded = angles.astype(dtype).astype(np.float64)
-  rotations = np.stack([
-      np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
-      for t in rounded[:3]
-  ])
+  rotations = np.stack(
+    [np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) for t in rounded[:3]]
+  )
   # Rounding errors grow with the number of squarings (about 2^10 here).
   tol = {"float32": 1e-3, "float64": 1e-11}[dtype]
   np.testing.assert_allclose(result[:3], rotations, atol=tol)

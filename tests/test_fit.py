@@ -8,8 +8,9 @@ import pytest
 import vaells_jax
 from vaells_jax.config import Config
 
-CONFIG = Config(num_steps=4, batch_size=8, hidden=(16,), num_ops=2,
-                inference_max_iter=10, log_every=2)
+CONFIG = Config(
+  num_steps=4, batch_size=8, hidden=(16,), num_ops=2, inference_max_iter=10, log_every=2
+)
 
 
 def _two_rings(n=40, dim=5, seed=0):
@@ -22,8 +23,7 @@ def _two_rings(n=40, dim=5, seed=0):
 
 def test_fit_with_labels_returns_a_model_and_writes_outputs(tmp_path):
   x, labels = _two_rings()
-  model = vaells_jax.fit(x, labels, config=CONFIG, workdir=tmp_path,
-                         log=lambda _: None)
+  model = vaells_jax.fit(x, labels, config=CONFIG, workdir=tmp_path, log=lambda _: None)
   assert model.anchors_latent.shape == (2, 3, 2)
   assert model.encode(x[:3]).shape == (3, 2)
   summary = json.loads((tmp_path / "summary.json").read_text())
@@ -42,18 +42,24 @@ def test_fit_with_labels_returns_a_model_and_writes_outputs(tmp_path):
 
 def test_fit_without_labels_and_with_explicit_anchors(tmp_path):
   x, _ = _two_rings()
-  model = vaells_jax.fit(x, anchors=x[:4], config=CONFIG, workdir=tmp_path,
-                         log=lambda _: None)
+  model = vaells_jax.fit(
+    x, anchors=x[:4], config=CONFIG, workdir=tmp_path, log=lambda _: None
+  )
   assert model.anchors_latent.shape == (1, 4, 2)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 3, np.nan, x), y),
-     "finite"),
+@pytest.mark.parametrize(
+  "change, message",
+  [
+    (
+      lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 3, np.nan, x), y),
+      "finite",
+    ),
     (lambda x, y: (x, y[:-1]), "labels"),
     (lambda x, y: (x, y + 1), "no points"),
     (lambda x, y: (x[:9], y[:9]), "batch_size"),
-])
+  ],
+)
 def test_fit_rejects_bad_input(tmp_path, change, message):
   x, labels = change(*_two_rings())
   with pytest.raises(ValueError, match=message):
@@ -69,19 +75,29 @@ def test_fit_rejects_anchors_of_the_wrong_shape(tmp_path):
 
 def test_compare_models_on_your_own_data(tmp_path):
   from vaells_jax.api import TrainedBaseline
-  from vaells_jax.compare import run_comparison
-  from vaells_jax.fit import user_dataset
+  from vaells_jax.runs.compare import run_comparison
+  from vaells_jax.runs.fit import user_dataset
 
   x, labels = _two_rings()
-  config = Config(num_steps=3, batch_size=8, hidden=(16,), num_ops=2,
-                  inference_max_iter=5, num_pseudo=8, eval_ll_samples=3)
+  config = Config(
+    num_steps=3,
+    batch_size=8,
+    hidden=(16,),
+    num_ops=2,
+    inference_max_iter=5,
+    num_pseudo=8,
+    eval_ll_samples=3,
+  )
   result = run_comparison(
-      config, lambda c: user_dataset(x, labels, seed=c.seed,
-                                     batch_size=c.batch_size),
-      tmp_path, seeds=1, models=("vae", "vampprior"), log=lambda _: None)
+    config,
+    lambda c: user_dataset(x, labels, seed=c.seed, batch_size=c.batch_size),
+    tmp_path,
+    seeds=1,
+    models=("vae", "vampprior"),
+    log=lambda _: None,
+  )
   for model in ("vae", "vampprior"):
     assert np.isfinite(result["models"][model]["knn_class_accuracy"]["mean"])
     assert "sample_manifold_distance" not in result["models"][model]
-  assert isinstance(vaells_jax.load(tmp_path / "vampprior" / "seed0"),
-                    TrainedBaseline)
+  assert isinstance(vaells_jax.load(tmp_path / "vampprior" / "seed0"), TrainedBaseline)
   assert (tmp_path / "latent_embeddings.png").exists()

@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.inference``: batched sparse coefficient inference.
+"""Tests of ``vaells_jax.core.inference``: batched sparse coefficient inference.
 
 Each distinct (dtype, number of pairs, ``num_restarts``, ``init_range``,
 ``max_iter``, ``tol``) compiles the solver anew (several seconds on CPU), so the
@@ -14,8 +14,8 @@ import pytest
 import scipy.linalg
 
 from vaells_jax import infer_coefficients, inference_objective
-from vaells_jax.inference import DEFAULT_MAX_ITER, solver_starts
-from vaells_jax.reference import infer_pairs_cg
+from vaells_jax.core.inference import DEFAULT_MAX_ITER, solver_starts
+from vaells_jax.core.reference import infer_pairs_cg
 
 # Rotation problem: restarts r = 0..3 start in [-3.5 + 1.75 r, -1.75 + 1.75 r),
 # which together cover [-3.5, 3.5). Twelve angles, so that the [3, 4]
@@ -56,10 +56,10 @@ def rotation_f32(rotation_psi):
   z0 = np.array([1.0, 0.0], np.float32)
   z1 = _rotation(THETAS).astype(np.float32)
   psi = rotation_psi.astype(np.float32)
-  result = infer_coefficients(psi, z0, z1, l1_weight=SMALL_L1, key=key,
-                              **ROTATION_RESTARTS)
-  return {"psi": psi, "z0": z0, "z1": z1, "key": key,
-          "result": _to_numpy(result)}
+  result = infer_coefficients(
+    psi, z0, z1, l1_weight=SMALL_L1, key=key, **ROTATION_RESTARTS
+  )
+  return {"psi": psi, "z0": z0, "z1": z1, "key": key, "result": _to_numpy(result)}
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +78,19 @@ def random_solutions(random_problem):
       psi, z0, z1 = (jnp.asarray(problem[k], dtype) for k in ("psi", "z0", "z1"))
       result = infer_coefficients(psi, z0, z1, l1_weight=RANDOM_L1, key=key)
       recomputed = inference_objective(psi, result.coeffs, z0, z1, RANDOM_L1)
-      starts = _solver_starts(key, 1, num_pairs, num_ops, DEFAULT_INIT_RANGE,
-                              dtype)
+      starts = _solver_starts(key, 1, num_pairs, num_ops, DEFAULT_INIT_RANGE, dtype)
       solutions[dtype] = {
-          "result": _to_numpy(result),
-          "recomputed": np.asarray(recomputed),
-          "starts": np.asarray(starts),
+        "result": _to_numpy(result),
+        "recomputed": np.asarray(recomputed),
+        "starts": np.asarray(starts),
       }
     # The reference sees the same float values the JAX solver saw.
     cg_coeffs, cg_objective = infer_pairs_cg(
-        *(np.asarray(problem[k], dtype) for k in ("psi", "z0", "z1")),
-        RANDOM_L1, solutions[dtype]["starts"], max_iter=50)
+      *(np.asarray(problem[k], dtype) for k in ("psi", "z0", "z1")),
+      RANDOM_L1,
+      solutions[dtype]["starts"],
+      max_iter=50,
+    )
     solutions[dtype]["cg_coeffs"] = cg_coeffs
     solutions[dtype]["cg_objective"] = cg_objective
   return {"key": key, **solutions}
@@ -110,21 +112,23 @@ def test_recovers_rotation_angle(rotation_f32):
 
 def test_objective_matches_inference_objective(rotation_f32):
   r = rotation_f32
-  recomputed = inference_objective(r["psi"], r["result"]["coeffs"], r["z0"],
-                                   r["z1"], SMALL_L1)
-  np.testing.assert_allclose(r["result"]["objective"], np.asarray(recomputed),
-                             rtol=1e-5, atol=1e-8)
+  recomputed = inference_objective(
+    r["psi"], r["result"]["coeffs"], r["z0"], r["z1"], SMALL_L1
+  )
+  np.testing.assert_allclose(
+    r["result"]["objective"], np.asarray(recomputed), rtol=1e-5, atol=1e-8
+  )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_objective_matches_recomputed_on_random_problem(random_solutions,
-                                                        dtype):
+def test_objective_matches_recomputed_on_random_problem(random_solutions, dtype):
   solution = random_solutions[dtype]
   assert solution["result"]["coeffs"].dtype == np.dtype(dtype)
   assert solution["result"]["objective"].dtype == np.dtype(dtype)
   rtol = {"float32": 1e-5, "float64": 1e-12}[dtype]
-  np.testing.assert_allclose(solution["result"]["objective"],
-                             solution["recomputed"], rtol=rtol, atol=rtol**2)
+  np.testing.assert_allclose(
+    solution["result"]["objective"], solution["recomputed"], rtol=rtol, atol=rtol**2
+  )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -135,7 +139,9 @@ def test_at_least_as_good_as_scipy_cg_reference(random_solutions, dtype):
   assert np.all(np.isfinite(ours))
   slack = {"float32": 1e-7, "float64": 0.0}[dtype]
   assert np.median(ours) <= np.median(theirs) * (1 + 1e-3) + slack, (
-      np.median(ours), np.median(theirs))
+    np.median(ours),
+    np.median(theirs),
+  )
   # Not only the median: almost every pair does at least as well.
   as_good = ours <= theirs * (1 + 1e-3) + slack
   assert np.mean(as_good) >= 0.9, np.flatnonzero(~as_good)
@@ -147,14 +153,13 @@ def test_more_restarts_are_never_worse(random_problem, random_solutions):
   key = random_solutions["key"]
   num_pairs, num_ops = random_problem["coeffs"].shape
   with jax.enable_x64(True):
-    one = _solver_starts(key, 1, num_pairs, num_ops, DEFAULT_INIT_RANGE,
-                         jnp.float64)
-    four = _solver_starts(key, 4, num_pairs, num_ops, DEFAULT_INIT_RANGE,
-                          jnp.float64)
+    one = _solver_starts(key, 1, num_pairs, num_ops, DEFAULT_INIT_RANGE, jnp.float64)
+    four = _solver_starts(key, 4, num_pairs, num_ops, DEFAULT_INIT_RANGE, jnp.float64)
     np.testing.assert_array_equal(np.asarray(four[0]), np.asarray(one[0]))
     psi, z0, z1 = (jnp.asarray(random_problem[k]) for k in ("psi", "z0", "z1"))
-    result = infer_coefficients(psi, z0, z1, l1_weight=RANDOM_L1, key=key,
-                                num_restarts=4)
+    result = infer_coefficients(
+      psi, z0, z1, l1_weight=RANDOM_L1, key=key, num_restarts=4
+    )
     objective = np.asarray(result.objective)
   # ... so in float64 the best of four is never worse than that single start.
   single = random_solutions["float64"]["result"]["objective"]
@@ -165,9 +170,17 @@ def test_more_restarts_are_never_worse(random_problem, random_solutions):
 
 def test_lm_recovers_rotation_angle(rotation_f32):
   r = rotation_f32
-  result = _to_numpy(infer_coefficients(
-      r["psi"], r["z0"], r["z1"], l1_weight=SMALL_L1, key=r["key"],
-      method="lm", **ROTATION_RESTARTS))
+  result = _to_numpy(
+    infer_coefficients(
+      r["psi"],
+      r["z0"],
+      r["z1"],
+      l1_weight=SMALL_L1,
+      key=r["key"],
+      method="lm",
+      **ROTATION_RESTARTS,
+    )
+  )
   assert result["coeffs"].shape == (NUM_THETAS, 1)
   assert result["coeffs"].dtype == np.float32
   np.testing.assert_allclose(result["coeffs"][:, 0], THETAS, atol=1e-2)
@@ -176,34 +189,46 @@ def test_lm_recovers_rotation_angle(rotation_f32):
   # Levenberg-Marquardt iterations plus at most 10 proximal-gradient ones.
   assert np.all(result["num_iter"] <= DEFAULT_MAX_ITER["lm"] + 10)
   # Under jit and vmap (the solver's while loops batched once more).
-  solve = jax.jit(jax.vmap(lambda z1: infer_coefficients(
-      r["psi"], r["z0"], z1, l1_weight=SMALL_L1, key=r["key"], method="lm",
-      **ROTATION_RESTARTS)))
+  solve = jax.jit(
+    jax.vmap(
+      lambda z1: infer_coefficients(
+        r["psi"],
+        r["z0"],
+        z1,
+        l1_weight=SMALL_L1,
+        key=r["key"],
+        method="lm",
+        **ROTATION_RESTARTS,
+      )
+    )
+  )
   batched = solve(np.stack([r["z1"], r["z1"][::-1]]))
-  np.testing.assert_allclose(np.asarray(batched.coeffs[0]), result["coeffs"],
-                             atol=1e-5)
-  np.testing.assert_allclose(np.asarray(batched.coeffs[1, :, 0]),
-                             THETAS[::-1], atol=1e-2)
+  np.testing.assert_allclose(np.asarray(batched.coeffs[0]), result["coeffs"], atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(batched.coeffs[1, :, 0]), THETAS[::-1], atol=1e-2
+  )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_lm_at_least_as_good_as_scipy_cg_reference(random_problem,
-                                                  random_solutions, dtype):
+def test_lm_at_least_as_good_as_scipy_cg_reference(
+  random_problem, random_solutions, dtype
+):
   # Same starts as the CG reference (the key the fixture solved with).
   with jax.enable_x64(dtype == "float64"):
-    psi, z0, z1 = (jnp.asarray(random_problem[k], dtype)
-                   for k in ("psi", "z0", "z1"))
-    result = infer_coefficients(psi, z0, z1, l1_weight=RANDOM_L1,
-                                key=random_solutions["key"], method="lm")
+    psi, z0, z1 = (jnp.asarray(random_problem[k], dtype) for k in ("psi", "z0", "z1"))
+    result = infer_coefficients(
+      psi, z0, z1, l1_weight=RANDOM_L1, key=random_solutions["key"], method="lm"
+    )
     ours = np.asarray(result.objective, np.float64)
-    recomputed = np.asarray(
-        inference_objective(psi, result.coeffs, z0, z1, RANDOM_L1))
+    recomputed = np.asarray(inference_objective(psi, result.coeffs, z0, z1, RANDOM_L1))
   theirs = random_solutions[dtype]["cg_objective"]
   rtol = {"float32": 1e-5, "float64": 1e-12}[dtype]
   np.testing.assert_allclose(ours, recomputed, rtol=rtol, atol=rtol**2)
   slack = {"float32": 1e-7, "float64": 0.0}[dtype]
   assert np.median(ours) <= np.median(theirs) * (1 + 1e-3) + slack, (
-      np.median(ours), np.median(theirs))
+    np.median(ours),
+    np.median(theirs),
+  )
   as_good = ours <= theirs * (1 + 1e-3) + slack
   assert np.mean(as_good) >= 0.9, np.flatnonzero(~as_good)
   # The proximal-gradient polish leaves exact zeros (l1 = 0.01 is large
@@ -222,23 +247,33 @@ def test_lm_beats_proximal_gradient_on_stiff_anchor_pairs():
   num_ops, dim, num_pairs, l1 = 4, 4, 40, 5e-6
   skew = rng.normal(size=(num_ops, dim, dim))
   psi = 0.5 * (skew - skew.transpose(0, 2, 1)) + 0.05 * rng.normal(
-      size=(num_ops, dim, dim))
+    size=(num_ops, dim, dim)
+  )
   z1 = rng.normal(size=(num_pairs, dim))
   z1 /= np.linalg.norm(z1, axis=-1, keepdims=True)
   coeffs = rng.laplace(scale=1.0, size=(num_pairs, num_ops))
-  z0 = np.stack([
+  z0 = np.stack(
+    [
       scipy.linalg.expm(-np.einsum("m,mij->ij", c, psi)) @ z
-      for c, z in zip(coeffs, z1, strict=True)])
+      for c, z in zip(coeffs, z1, strict=True)
+    ]
+  )
   psi, z0, z1 = (np.asarray(a, np.float32) for a in (psi, z0, z1))
   key = jax.random.key(4)
   kwargs = dict(l1_weight=l1, key=key, init_range=(-2.5, 2.5), tol=1e-6)
   lm = infer_coefficients(psi, z0, z1, method="lm", **kwargs)
   fista = infer_coefficients(psi, z0, z1, **kwargs)
-  starts = np.asarray(_solver_starts(key, 1, num_pairs, num_ops, (-2.5, 2.5),
-                                     jnp.float32))
+  starts = np.asarray(
+    _solver_starts(key, 1, num_pairs, num_ops, (-2.5, 2.5), jnp.float32)
+  )
   _, cg = infer_pairs_cg(psi, z0, z1, l1, starts, max_iter=50)
-  data = lambda r: np.asarray(r.objective) - l1 * np.abs(  # noqa: E731
-      np.asarray(r.coeffs)).sum(-1)
+  data = lambda r: (
+    np.asarray(r.objective)
+    - l1
+    * np.abs(  # noqa: E731
+      np.asarray(r.coeffs)
+    ).sum(-1)
+  )
   assert np.median(data(lm)) < 1e-6, np.median(data(lm))
   assert np.median(data(fista)) > 100 * np.median(data(lm))
   ours = np.asarray(lm.objective)
@@ -253,13 +288,14 @@ def test_restart_starts_shift_by_width(rotation_f32):
   key = jax.random.key(5)
   z1 = np.zeros_like(rotation_f32["z1"])
   z0 = np.zeros_like(rotation_f32["z0"])
-  result = infer_coefficients(rotation_f32["psi"], z0, z1, l1_weight=SMALL_L1,
-                              key=key, **ROTATION_RESTARTS)
+  result = infer_coefficients(
+    rotation_f32["psi"], z0, z1, l1_weight=SMALL_L1, key=key, **ROTATION_RESTARTS
+  )
   lo, hi = ROTATION_RESTARTS["init_range"]
   num_restarts = ROTATION_RESTARTS["num_restarts"]
   starts = np.asarray(
-      _solver_starts(key, num_restarts, NUM_THETAS, 1, (lo, hi),
-                     jnp.float32))[..., 0]
+    _solver_starts(key, num_restarts, NUM_THETAS, 1, (lo, hi), jnp.float32)
+  )[..., 0]
   width = hi - lo
   for r in range(num_restarts):
     assert np.all(starts[r] >= lo + r * width - 1e-6)
@@ -278,17 +314,31 @@ def test_diverged_starts_fall_back_to_identity(rotation_f32):
   scale = 1e9
   key = jax.random.key(6)
   starts = np.asarray(
-      _solver_starts(key, ROTATION_RESTARTS["num_restarts"], NUM_THETAS, 1,
-                     ROTATION_RESTARTS["init_range"], jnp.float32))
+    _solver_starts(
+      key,
+      ROTATION_RESTARTS["num_restarts"],
+      NUM_THETAS,
+      1,
+      ROTATION_RESTARTS["init_range"],
+      jnp.float32,
+    )
+  )
   assert np.all(scale * np.abs(starts) > 2.0**26)  # The premise: all overflow.
   r = rotation_f32
   result = _to_numpy(
-      infer_coefficients(scale * r["psi"], r["z0"], r["z1"],
-                         l1_weight=SMALL_L1, key=key, **ROTATION_RESTARTS))
+    infer_coefficients(
+      scale * r["psi"],
+      r["z0"],
+      r["z1"],
+      l1_weight=SMALL_L1,
+      key=key,
+      **ROTATION_RESTARTS,
+    )
+  )
   np.testing.assert_array_equal(result["coeffs"], 0.0)
-  np.testing.assert_allclose(result["objective"],
-                             0.5 * np.sum((r["z1"] - r["z0"])**2, axis=-1),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    result["objective"], 0.5 * np.sum((r["z1"] - r["z0"]) ** 2, axis=-1), rtol=1e-6
+  )
   assert not np.any(result["converged"])
 
 
@@ -297,8 +347,7 @@ def test_broadcasting_pairs_and_per_pair_l1(rotation_psi):
   # the rotation carrying z0[b, a] to z1[b] has angle diffs[b, a].
   rng = np.random.default_rng(7)
   num_b, num_a = 3, 4
-  diffs = rng.uniform(0.3, 2.8, (num_b, num_a)) * rng.choice([-1, 1],
-                                                             (num_b, num_a))
+  diffs = rng.uniform(0.3, 2.8, (num_b, num_a)) * rng.choice([-1, 1], (num_b, num_a))
   targets = rng.uniform(-np.pi, np.pi, (num_b, 1))
   z0 = _rotation(targets - diffs).astype(np.float32)
   z1 = _rotation(targets).astype(np.float32)
@@ -310,19 +359,19 @@ def test_broadcasting_pairs_and_per_pair_l1(rotation_psi):
   assert result.coeffs.shape == (num_b, num_a, 1)
   for name in ("objective", "num_iter", "converged"):
     assert getattr(result, name).shape == (num_b, num_a)
-  np.testing.assert_allclose(np.asarray(result.coeffs)[..., 0], diffs,
-                             atol=1e-2)
+  np.testing.assert_allclose(np.asarray(result.coeffs)[..., 0], diffs, atol=1e-2)
 
   # Each entry equals solving that pair alone (the solution is unique).
   for b, a in np.ndindex(num_b, num_a):
-    alone = infer_coefficients(psi, z0[b, a], z1[b, 0], l1_weight=SMALL_L1,
-                               **kwargs)
+    alone = infer_coefficients(psi, z0[b, a], z1[b, 0], l1_weight=SMALL_L1, **kwargs)
     assert alone.coeffs.shape == (1,)
     assert alone.objective.shape == ()
-    np.testing.assert_allclose(np.asarray(result.coeffs[b, a]),
-                               np.asarray(alone.coeffs), atol=1e-3)
-    np.testing.assert_allclose(np.asarray(result.objective[b, a]),
-                               np.asarray(alone.objective), atol=1e-5)
+    np.testing.assert_allclose(
+      np.asarray(result.coeffs[b, a]), np.asarray(alone.coeffs), atol=1e-3
+    )
+    np.testing.assert_allclose(
+      np.asarray(result.objective[b, a]), np.asarray(alone.objective), atol=1e-5
+    )
 
   # Per-pair weights [B, A]: minimising 1 - cos(c - diff) + l1 |c| gives
   # c = diff - sign(diff) asin(l1) (for |diff| > asin(l1)).
@@ -333,14 +382,15 @@ def test_broadcasting_pairs_and_per_pair_l1(rotation_psi):
   weighted = infer_coefficients(psi, z0, z1, l1_weight=l1, **kwargs)
   assert weighted.coeffs.shape == (num_b, num_a, 1)
   expected = diffs - np.sign(diffs) * np.arcsin(l1)
-  np.testing.assert_allclose(np.asarray(weighted.coeffs)[..., 0], expected,
-                             atol=1e-2)
+  np.testing.assert_allclose(np.asarray(weighted.coeffs)[..., 0], expected, atol=1e-2)
   expected_objective = 1 - np.cos(np.arcsin(l1)) + l1 * np.abs(expected)
-  np.testing.assert_allclose(np.asarray(weighted.objective),
-                             expected_objective, atol=1e-4)
+  np.testing.assert_allclose(
+    np.asarray(weighted.objective), expected_objective, atol=1e-4
+  )
   recomputed = inference_objective(psi, weighted.coeffs, z0, z1, l1)
-  np.testing.assert_allclose(np.asarray(weighted.objective),
-                             np.asarray(recomputed), rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(
+    np.asarray(weighted.objective), np.asarray(recomputed), rtol=1e-5, atol=1e-7
+  )
 
 
 def test_works_under_jit(rotation_f32):
@@ -348,18 +398,16 @@ def test_works_under_jit(rotation_f32):
 
   @jax.jit
   def solve(psi, z0, z1, l1_weight, key):
-    return infer_coefficients(psi, z0, z1, l1_weight=l1_weight, key=key,
-                              **ROTATION_RESTARTS)
+    return infer_coefficients(
+      psi, z0, z1, l1_weight=l1_weight, key=key, **ROTATION_RESTARTS
+    )
 
-  result = _to_numpy(
-      solve(r["psi"], r["z0"], r["z1"], jnp.float32(SMALL_L1), r["key"]))
+  result = _to_numpy(solve(r["psi"], r["z0"], r["z1"], jnp.float32(SMALL_L1), r["key"]))
   for name, value in r["result"].items():
     assert result[name].shape == value.shape
     assert result[name].dtype == value.dtype
-  np.testing.assert_allclose(result["coeffs"], r["result"]["coeffs"],
-                             atol=1e-5)
-  np.testing.assert_allclose(result["objective"], r["result"]["objective"],
-                             atol=1e-7)
+  np.testing.assert_allclose(result["coeffs"], r["result"]["coeffs"], atol=1e-5)
+  np.testing.assert_allclose(result["objective"], r["result"]["objective"], atol=1e-7)
 
 
 def test_works_under_vmap(rotation_f32):
@@ -367,8 +415,9 @@ def test_works_under_vmap(rotation_f32):
   z1_stack = np.stack([r["z1"], r["z1"][::-1]])
 
   def solve(z1):
-    return infer_coefficients(r["psi"], r["z0"], z1, l1_weight=SMALL_L1,
-                              key=r["key"], **ROTATION_RESTARTS)
+    return infer_coefficients(
+      r["psi"], r["z0"], z1, l1_weight=SMALL_L1, key=r["key"], **ROTATION_RESTARTS
+    )
 
   batched = _to_numpy(jax.vmap(solve)(z1_stack))
   assert batched["coeffs"].shape == (2, NUM_THETAS, 1)
@@ -376,24 +425,23 @@ def test_works_under_vmap(rotation_f32):
   # The key is shared, so each slice is the unbatched solve of that slice.
   for i, z1 in enumerate(z1_stack):
     alone = r["result"] if i == 0 else _to_numpy(solve(z1))
-    np.testing.assert_allclose(batched["coeffs"][i], alone["coeffs"],
-                               atol=1e-5)
-    np.testing.assert_allclose(batched["objective"][i], alone["objective"],
-                               atol=1e-7)
-  np.testing.assert_allclose(batched["coeffs"][1, :, 0], THETAS[::-1],
-                             atol=1e-2)
+    np.testing.assert_allclose(batched["coeffs"][i], alone["coeffs"], atol=1e-5)
+    np.testing.assert_allclose(batched["objective"][i], alone["objective"], atol=1e-7)
+  np.testing.assert_allclose(batched["coeffs"][1, :, 0], THETAS[::-1], atol=1e-2)
 
 
 def test_results_are_constants_for_autodiff(rotation_f32):
   r = rotation_f32
 
   def loss(psi, z0, z1):
-    result = infer_coefficients(psi, z0, z1, l1_weight=SMALL_L1, key=r["key"],
-                                **ROTATION_RESTARTS)
+    result = infer_coefficients(
+      psi, z0, z1, l1_weight=SMALL_L1, key=r["key"], **ROTATION_RESTARTS
+    )
     return jnp.sum(result.coeffs**2) + jnp.sum(result.objective)
 
   grads = jax.grad(loss, argnums=(0, 1, 2))(
-      jnp.asarray(r["psi"]), jnp.asarray(r["z0"]), jnp.asarray(r["z1"]))
+    jnp.asarray(r["psi"]), jnp.asarray(r["z0"]), jnp.asarray(r["z1"])
+  )
   for grad, arg in zip(grads, ("psi", "z0", "z1"), strict=True):
     assert grad.shape == r[arg].shape
     np.testing.assert_array_equal(np.asarray(grad), 0.0)
@@ -410,13 +458,15 @@ def test_danskin_gradient_matches_finite_difference_of_optimum(rotation_psi):
     psi = jnp.asarray(rotation_psi)
     z0 = jnp.array([1.0, 0.0])
     z1_all = jnp.asarray(z1_base[:, None, :] + offsets)  # [3, 5, 2]
-    result = infer_coefficients(psi, z0, z1_all, l1_weight=l1,
-                                key=jax.random.key(3), **ROTATION_RESTARTS)
+    result = infer_coefficients(
+      psi, z0, z1_all, l1_weight=l1, key=jax.random.key(3), **ROTATION_RESTARTS
+    )
     assert result.coeffs.dtype == jnp.float64
     assert result.objective.dtype == jnp.float64
     optimum = jax.lax.stop_gradient(result.coeffs[:, 0])
-    danskin = jax.grad(lambda z1: jnp.sum(
-        inference_objective(psi, optimum, z0, z1, l1)))(jnp.asarray(z1_base))
+    danskin = jax.grad(
+      lambda z1: jnp.sum(inference_objective(psi, optimum, z0, z1, l1))
+    )(jnp.asarray(z1_base))
     danskin = np.asarray(danskin)
     value = np.asarray(result.objective)
     coeffs = np.asarray(result.coeffs)[..., 0]
@@ -424,43 +474,45 @@ def test_danskin_gradient_matches_finite_difference_of_optimum(rotation_psi):
   # to O(step).
   expected_c = thetas - np.sign(thetas) * np.arcsin(l1 / radius)
   np.testing.assert_allclose(coeffs[:, 0], expected_c, atol=1e-3)
-  finite_difference = np.stack([
+  finite_difference = np.stack(
+    [
       (value[:, 1] - value[:, 2]) / (2 * step),
       (value[:, 3] - value[:, 4]) / (2 * step),
-  ], axis=-1)
+    ],
+    axis=-1,
+  )
   assert np.all(np.linalg.norm(danskin, axis=-1) > 0.25)
   np.testing.assert_allclose(danskin, finite_difference, atol=1e-3)
-  np.testing.assert_allclose(danskin, z1_base - _rotation(expected_c),
-                             atol=1e-3)
+  np.testing.assert_allclose(danskin, z1_base - _rotation(expected_c), atol=1e-3)
 
 
 @pytest.mark.parametrize(
-    "changes,message",
-    [
-        ({"l1_weight": -0.1}, "l1_weight"),
-        ({"l1_weight": np.array([0.1, -1e-3, 0.0])}, "l1_weight"),
-        ({"z0": np.zeros(3)}, r"z0.*d=2"),
-        ({"z1": np.zeros((3, 1))}, r"z1.*d=2"),
-        ({"z0": np.zeros((4, 2))}, "do not broadcast"),
-        ({"l1_weight": np.ones(4)}, "do not broadcast"),
-        ({"psi": np.zeros((2, 2))}, r"psi must have shape \[M, d, d\]"),
-        ({"psi": np.zeros((1, 2, 3))}, r"psi must have shape \[M, d, d\]"),
-        ({"num_restarts": 0}, "num_restarts"),
-        ({"num_restarts": 2.0}, "num_restarts"),
-        ({"max_iter": 0}, "max_iter"),
-        ({"init_range": (1.0, 0.0)}, "init_range"),
-        ({"init_range": (0.0, 1.0, 2.0)}, "init_range"),
-        ({"tol": 0.0}, "tol"),
-        ({"method": "cg"}, "method"),
-    ],
+  "changes,message",
+  [
+    ({"l1_weight": -0.1}, "l1_weight"),
+    ({"l1_weight": np.array([0.1, -1e-3, 0.0])}, "l1_weight"),
+    ({"z0": np.zeros(3)}, r"z0.*d=2"),
+    ({"z1": np.zeros((3, 1))}, r"z1.*d=2"),
+    ({"z0": np.zeros((4, 2))}, "do not broadcast"),
+    ({"l1_weight": np.ones(4)}, "do not broadcast"),
+    ({"psi": np.zeros((2, 2))}, r"psi must have shape \[M, d, d\]"),
+    ({"psi": np.zeros((1, 2, 3))}, r"psi must have shape \[M, d, d\]"),
+    ({"num_restarts": 0}, "num_restarts"),
+    ({"num_restarts": 2.0}, "num_restarts"),
+    ({"max_iter": 0}, "max_iter"),
+    ({"init_range": (1.0, 0.0)}, "init_range"),
+    ({"init_range": (0.0, 1.0, 2.0)}, "init_range"),
+    ({"tol": 0.0}, "tol"),
+    ({"method": "cg"}, "method"),
+  ],
 )
 def test_invalid_arguments_raise(rotation_psi, changes, message):
   kwargs = {
-      "psi": rotation_psi,
-      "z0": np.array([1.0, 0.0]),
-      "z1": _rotation(np.array([0.1, 0.2, 0.3])),
-      "l1_weight": 0.1,
-      "key": jax.random.key(0),
+    "psi": rotation_psi,
+    "z0": np.array([1.0, 0.0]),
+    "z1": _rotation(np.array([0.1, 0.2, 0.3])),
+    "l1_weight": 0.1,
+    "key": jax.random.key(0),
   }
   kwargs.update(changes)
   psi, z0, z1 = kwargs.pop("psi"), kwargs.pop("z0"), kwargs.pop("z1")
@@ -469,23 +521,28 @@ def test_invalid_arguments_raise(rotation_psi, changes, message):
 
 
 @pytest.mark.parametrize(
-    "x64,dtypes,expected",
-    [
-        (False, ("float32", "float32", "float32"), "float32"),
-        (True, ("float32", "float32", "float32"), "float32"),
-        (True, ("float64", "float64", "float64"), "float64"),
-        (True, ("float64", "float32", "float32"), "float64"),
-        (True, ("float32", "float32", "float64"), "float64"),
-    ],
+  "x64,dtypes,expected",
+  [
+    (False, ("float32", "float32", "float32"), "float32"),
+    (True, ("float32", "float32", "float32"), "float32"),
+    (True, ("float64", "float64", "float64"), "float64"),
+    (True, ("float64", "float32", "float32"), "float64"),
+    (True, ("float32", "float32", "float64"), "float64"),
+  ],
 )
 def test_output_dtype_follows_inputs(rotation_psi, x64, dtypes, expected):
   # Shapes and dtypes only (traced, not compiled).
   with jax.enable_x64(x64):
-    psi, z0, z1 = (jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in zip(
-        ((1, 2, 2), (2,), (5, 2)), dtypes, strict=True))
+    psi, z0, z1 = (
+      jax.ShapeDtypeStruct(shape, dtype)
+      for shape, dtype in zip(((1, 2, 2), (2,), (5, 2)), dtypes, strict=True)
+    )
     out = jax.eval_shape(
-        lambda p, a, b: infer_coefficients(p, a, b, l1_weight=0.1,
-                                           key=jax.random.key(0)), psi, z0, z1)
+      lambda p, a, b: infer_coefficients(p, a, b, l1_weight=0.1, key=jax.random.key(0)),
+      psi,
+      z0,
+      z1,
+    )
   assert out.coeffs.shape == (5, 1)
   assert out.coeffs.dtype == np.dtype(expected)
   assert out.objective.dtype == np.dtype(expected)

@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.laplace``: sampling, the inverse CDF and log density."""
+"""Tests of ``vaells_jax.core.laplace``: sampling, the inverse CDF and log density."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 
 from vaells_jax import laplace_log_prob, sample_laplace
-from vaells_jax.laplace import laplace_from_uniform
+from vaells_jax.core.laplace import laplace_from_uniform
 
 
 @pytest.mark.parametrize("scale", [0.01, 1.0, 3.0])
@@ -21,16 +21,16 @@ def test_samples_follow_laplace_distribution(scale):
   result = scipy.stats.kstest(samples, scipy.stats.laplace(scale=scale).cdf)
   assert result.pvalue > 0.01, result
   # The test has power: the same samples reject a scale off by 20%.
-  wrong = scipy.stats.kstest(samples,
-                             scipy.stats.laplace(scale=1.2 * scale).cdf)
+  wrong = scipy.stats.kstest(samples, scipy.stats.laplace(scale=1.2 * scale).cdf)
   assert wrong.pvalue < 1e-6, wrong
 
 
 def test_samples_broadcast_per_column_scale():
   scales = np.array([0.5, 2.0])
   with jax.enable_x64(True):
-    samples = sample_laplace(jax.random.key(1), (20000, 2), jnp.asarray(scales),
-                             dtype=jnp.float64)
+    samples = sample_laplace(
+      jax.random.key(1), (20000, 2), jnp.asarray(scales), dtype=jnp.float64
+    )
     assert samples.dtype == jnp.float64
     samples = np.asarray(samples)
   for column, scale in zip(samples.T, scales, strict=True):
@@ -43,12 +43,21 @@ def test_inverse_cdf_is_finite_at_and_near_endpoints(dtype):
   np_dtype = np.dtype(dtype)
   eps = np.finfo(np_dtype).eps
   half = np_dtype.type(0.5)
-  u = np.array([
-      half, -half,
-      np.nextafter(half, 0), np.nextafter(-half, 0),
-      np.nextafter(half, 1), np.nextafter(-half, -1),
-      half - eps, -half + eps, half + eps, -half - eps,
-  ], np_dtype)
+  u = np.array(
+    [
+      half,
+      -half,
+      np.nextafter(half, 0),
+      np.nextafter(-half, 0),
+      np.nextafter(half, 1),
+      np.nextafter(-half, -1),
+      half - eps,
+      -half + eps,
+      half + eps,
+      -half - eps,
+    ],
+    np_dtype,
+  )
   with jax.enable_x64(True):
     samples = laplace_from_uniform(jnp.asarray(u), 2.0)
     assert samples.dtype == np_dtype
@@ -74,8 +83,7 @@ def test_inverse_cdf_matches_scipy_ppf(dtype):
 def test_samples_are_finite_for_many_keys(dtype):
   keys = jax.random.split(jax.random.key(2), 2000)
   with jax.enable_x64(True):
-    samples = jax.vmap(lambda k: sample_laplace(k, (500,), 1.0, dtype=dtype))(
-        keys)
+    samples = jax.vmap(lambda k: sample_laplace(k, (500,), 1.0, dtype=dtype))(keys)
     assert samples.dtype == dtype
     samples = np.asarray(samples)
   assert samples.shape == (2000, 500)
@@ -105,7 +113,7 @@ def test_samples_gradient_wrt_scale_is_sample_over_scale():
     samples = np.asarray(sample_fn(scale))
     jacobian = np.asarray(jax.jacfwd(sample_fn)(scale))
     # Reverse mode agrees, e.g. for a scalar loss.
-    grad = float(jax.grad(lambda b: jnp.sum(sample_fn(b)**2))(scale))
+    grad = float(jax.grad(lambda b: jnp.sum(sample_fn(b) ** 2))(scale))
   assert jacobian.shape == (1000,)
   np.testing.assert_allclose(jacobian, samples / scale, rtol=1e-12)
   np.testing.assert_allclose(grad, 2 * np.sum(samples**2) / scale, rtol=1e-12)

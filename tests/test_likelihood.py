@@ -7,8 +7,13 @@ import scipy.special
 import scipy.stats
 
 from vaells_jax.config import Config
-from vaells_jax.likelihood import importance_log_likelihood, iwae_bound, log_weights
-from vaells_jax.train import Model, init_state
+from vaells_jax.evaluation.likelihood import (
+  importance_log_likelihood,
+  iwae_bound,
+  log_weights,
+)
+from vaells_jax.models.vaells import Model
+from vaells_jax.training.step import init_state
 
 
 def test_iwae_bound_exact_with_the_true_posterior():
@@ -17,8 +22,11 @@ def test_iwae_bound_exact_with_the_true_posterior():
   s2, x = 0.3, 1.7
   post_var = s2 / (1 + s2)
   z = x / (1 + s2) + np.sqrt(post_var) * np.random.default_rng(0).normal(size=50)
-  log_w = (scipy.stats.norm.logpdf(x, z, np.sqrt(s2)) + scipy.stats.norm.logpdf(z)
-           - scipy.stats.norm.logpdf(z, x / (1 + s2), np.sqrt(post_var)))
+  log_w = (
+    scipy.stats.norm.logpdf(x, z, np.sqrt(s2))
+    + scipy.stats.norm.logpdf(z)
+    - scipy.stats.norm.logpdf(z, x / (1 + s2), np.sqrt(post_var))
+  )
   exact = scipy.stats.norm.logpdf(x, 0, np.sqrt(1 + s2))
   np.testing.assert_allclose(float(iwae_bound(log_w)), exact, rtol=1e-6)
 
@@ -33,8 +41,17 @@ def test_iwae_bound_converges_from_the_prior():
 
 
 def _model(**kw):
-  config = Config(latent_dim=2, num_ops=2, hidden=(16,), batch_size=4,
-                  gamma=0.05, zeta1=4.0, zeta3=2.0, inference_max_iter=20, **kw)
+  config = Config(
+    latent_dim=2,
+    num_ops=2,
+    hidden=(16,),
+    batch_size=4,
+    gamma=0.05,
+    zeta1=4.0,
+    zeta3=2.0,
+    inference_max_iter=20,
+    **kw,
+  )
   data_dim = 5
   rng = np.random.default_rng(0)
   anchors = rng.normal(size=(2, 3, data_dim)).astype(np.float32)
@@ -50,37 +67,48 @@ def test_log_weights_constants_with_identity_operators():
   the inferred coefficients exactly 0, so each term has a closed form."""
   model, state, batch = _model(zeta_q=100.0, zeta_p=100.0)
   cfg = model.config
-  psi = jnp.zeros_like(state.psi)
-  terms = log_weights(model, state.params, psi, batch, jax.random.PRNGKey(3), 7)
+  params = {**state.params, "psi": jnp.zeros_like(state.psi)}
+  terms = log_weights(model, params, batch, jax.random.PRNGKey(3), 7)
   z = np.asarray(terms.samples, np.float64)  # [P, K, d]
   mu = np.asarray(model.encode(state.params, batch["x"]), np.float64)
   b, gamma, d, m = 1 / cfg.zeta3, cfg.gamma, cfg.latent_dim, cfg.num_ops
   laplace_at_zero = m * np.log(1 / (2 * b))
   gauss = lambda w, centre: scipy.stats.multivariate_normal(  # noqa: E731
-      centre, gamma**2 * np.eye(d)).logpdf(w)
+    centre, gamma**2 * np.eye(d)
+  ).logpdf(w)
   log_q = np.stack([gauss(z[p], mu[p]) for p in range(len(mu))]) + laplace_at_zero
   np.testing.assert_allclose(terms.log_q, log_q, rtol=1e-4, atol=1e-3)
 
-  anchors = np.asarray(model.encode(state.params, state.params["anchors"]),
-                       np.float64)[batch["source"]["label"]]  # [P, A, d]
-  per_anchor = np.stack([[gauss(z[p], a) for a in anchors[p]]
-                         for p in range(len(mu))])  # [P, A, K]
-  log_prior = (scipy.special.logsumexp(per_anchor, axis=1) - np.log(3)
-               + laplace_at_zero)
+  anchors = np.asarray(model.encode(state.params, state.params["anchors"]), np.float64)[
+    batch["source"]["label"]
+  ]  # [P, A, d]
+  per_anchor = np.stack(
+    [[gauss(z[p], a) for a in anchors[p]] for p in range(len(mu))]
+  )  # [P, A, K]
+  log_prior = scipy.special.logsumexp(per_anchor, axis=1) - np.log(3) + laplace_at_zero
   np.testing.assert_allclose(terms.log_prior, log_prior, rtol=1e-4, atol=1e-3)
 
   x_hat = np.asarray(model.decode(state.params, terms.samples), np.float64)
   sigma = 1 / np.sqrt(cfg.zeta1)
-  log_px = np.stack([[scipy.stats.multivariate_normal(
-      x_hat[p, k], sigma**2 * np.eye(5)).logpdf(batch["x"][p])
-      for k in range(7)] for p in range(len(mu))])
+  log_px = np.stack(
+    [
+      [
+        scipy.stats.multivariate_normal(x_hat[p, k], sigma**2 * np.eye(5)).logpdf(
+          batch["x"][p]
+        )
+        for k in range(7)
+      ]
+      for p in range(len(mu))
+    ]
+  )
   np.testing.assert_allclose(terms.log_px, log_px, rtol=1e-5, atol=1e-4)
 
 
 def test_importance_log_likelihood_chunks_and_jensen():
   model, state, batch = _model()
-  ll, elbo = importance_log_likelihood(model, state.params, state.psi, batch,
-                                       jax.random.PRNGKey(0), 5, chunk_size=4)
+  ll, elbo = importance_log_likelihood(
+    model, state.params, batch, jax.random.PRNGKey(0), 5, chunk_size=4
+  )
   assert ll.shape == elbo.shape == (6,)  # 6 points in chunks of 4 (padded)
   assert np.all(np.isfinite(ll)) and np.all(ll >= elbo - 1e-6)
 
@@ -89,7 +117,7 @@ def test_log_likelihood_needs_posterior_noise():
   model, state, batch = _model()
   model = model._replace(config=Config(**{**model.config.__dict__, "gamma": 0.0}))
   try:
-    log_weights(model, state.params, state.psi, batch, jax.random.PRNGKey(0), 2)
+    log_weights(model, state.params, batch, jax.random.PRNGKey(0), 2)
   except ValueError as e:
     assert "gamma" in str(e)
   else:

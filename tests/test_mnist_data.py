@@ -23,12 +23,12 @@ import pytest
 import scipy.ndimage
 
 from vaells_jax.data import mnist
+from vaells_jax.data.augment import rotate_images
 from vaells_jax.data.mnist import (
   MnistData,
   MnistUnavailable,
   load_mnist,
   read_idx,
-  rotate_images,
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -43,8 +43,10 @@ def shared_dir() -> pathlib.Path:
   default = REPO_ROOT.parent / "shared" / "data" / "mnist"
   path = pathlib.Path(os.environ.get("VAELLS_MNIST_DIR", default))
   if not (path / IMAGES_GZ).is_file() or not (path / LABELS_GZ).is_file():
-    pytest.fail(f"MNIST test files not found: expected {IMAGES_GZ} and {LABELS_GZ} "
-                f"in {path} (set VAELLS_MNIST_DIR to the folder holding them)")
+    pytest.fail(
+      f"MNIST test files not found: expected {IMAGES_GZ} and {LABELS_GZ} "
+      f"in {path} (set VAELLS_MNIST_DIR to the folder holding them)"
+    )
   return path
 
 
@@ -56,7 +58,8 @@ def test_set(shared_dir) -> tuple[np.ndarray, np.ndarray]:
 def write_idx(path, array: np.ndarray, *, gz: bool = False, type_code: int = 0x08):
   """Writes ``array`` as an IDX file (optionally gzipped); returns the path."""
   header = bytes([0, 0, type_code, array.ndim]) + struct.pack(
-    f">{array.ndim}I", *array.shape)
+    f">{array.ndim}I", *array.shape
+  )
   data = header + np.ascontiguousarray(array).tobytes()
   pathlib.Path(path).write_bytes(gzip.compress(data, 1) if gz else data)
   return path
@@ -65,8 +68,7 @@ def write_idx(path, array: np.ndarray, *, gz: bool = False, type_code: int = 0x0
 def rows_multiset(x: np.ndarray, y: np.ndarray) -> list:
   """Sorted (image bytes, label) pairs: equal iff the same images and labels."""
   pixels = np.rint(np.asarray(x) * 255).astype(np.uint8).reshape(len(x), -1)
-  return sorted(zip([r.tobytes() for r in pixels], np.asarray(y).tolist(),
-                    strict=True))
+  return sorted(zip([r.tobytes() for r in pixels], np.asarray(y).tolist(), strict=True))
 
 
 # --- read_idx ---------------------------------------------------------------
@@ -105,13 +107,17 @@ def test_read_idx_wrong_sizes(tmp_path):
   path = write_idx(tmp_path / "ok", np.arange(24, dtype=np.uint8).reshape(2, 3, 4))
   good = path.read_bytes()
   np.testing.assert_array_equal(read_idx(path), np.arange(24).reshape(2, 3, 4))
-  for name, data in [("short", good[:-1]), ("long", good + b"\x00"),
-                     ("header", good[:9])]:
+  for name, data in [
+    ("short", good[:-1]),
+    ("long", good + b"\x00"),
+    ("header", good[:9]),
+  ]:
     (tmp_path / name).write_bytes(data)
     with pytest.raises(ValueError, match=name) as info:
       read_idx(tmp_path / name)
-    assert name == "header" or ("24" in str(info.value) and "(2, 3, 4)" in str(
-      info.value))
+    assert name == "header" or (
+      "24" in str(info.value) and "(2, 3, 4)" in str(info.value)
+    )
   (tmp_path / "cut.gz").write_bytes(gzip.compress(good)[:-10])
   with pytest.raises(ValueError, match="cut.gz"):
     read_idx(tmp_path / "cut.gz")
@@ -123,8 +129,7 @@ def test_read_idx_bad_magic_and_type(tmp_path):
   for name in ("text", "empty"):
     with pytest.raises(ValueError, match="not an IDX file"):
       read_idx(tmp_path / name)
-  floats = write_idx(tmp_path / "floats", np.zeros((2, 2), np.float32),
-                     type_code=0x0D)
+  floats = write_idx(tmp_path / "floats", np.zeros((2, 2), np.float32), type_code=0x0D)
   with pytest.raises(ValueError, match=r"0x0d \(float32\).*only 0x08"):
     read_idx(floats)
 
@@ -149,8 +154,9 @@ def test_load_test_only_split(shared_dir, test_set):
   images, labels = test_set
   perm = np.random.default_rng(0).permutation(10000)
   np.testing.assert_array_equal(data.y_train, labels[perm[:8000]])
-  np.testing.assert_array_equal(data.x_test, images[perm[9000:]].reshape(-1, 784)
-                                / np.float32(255))
+  np.testing.assert_array_equal(
+    data.x_test, images[perm[9000:]].reshape(-1, 784) / np.float32(255)
+  )
   parts_x = np.concatenate([data.x_train, data.x_val, data.x_test])
   parts_y = np.concatenate([data.y_train, data.y_val, data.y_test])
   assert rows_multiset(parts_x, parts_y) == rows_multiset(images / 255, labels)
@@ -172,8 +178,7 @@ def full_dir(tmp_path_factory, test_set) -> pathlib.Path:
   images = np.zeros((60000, 28, 28), np.uint8)
   images[:, 0, 0], images[:, 0, 1] = index % 251, index // 251
   write_idx(path / "train-images-idx3-ubyte", images)
-  write_idx(path / "train-labels-idx1-ubyte.gz", (index % 10).astype(np.uint8),
-            gz=True)
+  write_idx(path / "train-labels-idx1-ubyte.gz", (index % 10).astype(np.uint8), gz=True)
   write_idx(path / "t10k-images-idx3-ubyte.gz", test_set[0], gz=True)
   write_idx(path / "t10k-labels-idx1-ubyte", test_set[1])
   return path
@@ -191,21 +196,32 @@ def test_load_full_set_uses_paper_split(full_dir, test_set):
   assert "paper split" in data.split and "[50000, 60000) validation" in data.split
 
 
-@pytest.mark.parametrize("present", [
-  [], ["t10k-labels-idx1-ubyte.gz"], ["train-images-idx3-ubyte"],
-  [IMAGES_GZ, LABELS_GZ, "train-images-idx3-ubyte"],
-])
+@pytest.mark.parametrize(
+  "present",
+  [
+    [],
+    ["t10k-labels-idx1-ubyte.gz"],
+    ["train-images-idx3-ubyte"],
+    [IMAGES_GZ, LABELS_GZ, "train-images-idx3-ubyte"],
+  ],
+)
 def test_load_incomplete_dir_is_unavailable(tmp_path, present):
   for name in present:
-    write_idx(tmp_path / name, np.zeros((1, 28, 28) if "images" in name else (1,),
-                                        np.uint8), gz=name.endswith(".gz"))
+    write_idx(
+      tmp_path / name,
+      np.zeros((1, 28, 28) if "images" in name else (1,), np.uint8),
+      gz=name.endswith(".gz"),
+    )
   with pytest.raises(MnistUnavailable) as info:
     load_mnist(tmp_path)
   message = str(info.value)
   assert str(tmp_path) in message and "--data-dir" in message
   assert "t10k-images-idx3-ubyte" in message
-  assert ("it is empty" in message) if not present else all(
-    name in message for name in present)
+  assert (
+    ("it is empty" in message)
+    if not present
+    else all(name in message for name in present)
+  )
 
 
 def test_load_missing_dir_is_unavailable(tmp_path):
@@ -217,11 +233,14 @@ def test_load_missing_dir_is_unavailable(tmp_path):
   assert issubclass(MnistUnavailable, RuntimeError)
 
 
-@pytest.mark.parametrize("images, labels, match", [
-  (np.zeros((5, 28, 28)), np.zeros(4), "5 images but .* 4 labels"),
-  (np.zeros((5, 28, 27)), np.zeros(5), r"\[N, 28, 28\]"),
-  (np.zeros((5, 28, 28)), np.full(5, 10), "0..9"),
-])
+@pytest.mark.parametrize(
+  "images, labels, match",
+  [
+    (np.zeros((5, 28, 28)), np.zeros(4), "5 images but .* 4 labels"),
+    (np.zeros((5, 28, 27)), np.zeros(5), r"\[N, 28, 28\]"),
+    (np.zeros((5, 28, 28)), np.full(5, 10), "0..9"),
+  ],
+)
 def test_load_bad_contents(tmp_path, images, labels, match):
   write_idx(tmp_path / "t10k-images-idx3-ubyte", images.astype(np.uint8))
   write_idx(tmp_path / "t10k-labels-idx1-ubyte", labels.astype(np.uint8))
@@ -268,12 +287,16 @@ def test_load_tfds_mock(tfds, monkeypatch):
   monkeypatch.setattr(base.BaseDataSource, "__getitem__", _must_not_call)  # bulk
   calls = []
   data_source = tfds.data_source
-  monkeypatch.setattr(tfds, "data_source", lambda name, **kw: (
-    calls.append((name, kw)), data_source(name, **kw))[1])
+  monkeypatch.setattr(
+    tfds,
+    "data_source",
+    lambda name, **kw: (calls.append((name, kw)), data_source(name, **kw))[1],
+  )
   with tfds.testing.mock_data(num_examples=12):
     data = load_mnist()
-  assert calls == [("mnist", {"split": ["train[:50000]", "train[50000:]", "test"],
-                              "download": True})]
+  assert calls == [
+    ("mnist", {"split": ["train[:50000]", "train[50000:]", "test"], "download": True})
+  ]
   for part in ("train", "val", "test"):  # the mock gives every split 12 examples
     x, y = getattr(data, f"x_{part}"), getattr(data, f"y_{part}")
     assert x.shape == (12, 784) and x.dtype == np.float32
@@ -348,10 +371,16 @@ def test_rotate_four_quarter_turns_is_identity(random_images):
 
 
 def test_rotate_quarter_turn_is_rot90(random_images):
-  np.testing.assert_allclose(rotate_images(random_images, 90.0),
-                             np.rot90(random_images, 1, axes=(1, 2)), atol=1e-5)
-  np.testing.assert_allclose(rotate_images(random_images, -90.0),
-                             np.rot90(random_images, -1, axes=(1, 2)), atol=1e-5)
+  np.testing.assert_allclose(
+    rotate_images(random_images, 90.0),
+    np.rot90(random_images, 1, axes=(1, 2)),
+    atol=1e-5,
+  )
+  np.testing.assert_allclose(
+    rotate_images(random_images, -90.0),
+    np.rot90(random_images, -1, axes=(1, 2)),
+    atol=1e-5,
+  )
   np.testing.assert_array_equal(rotate_images(random_images, 0.0), random_images)
 
 
@@ -361,8 +390,9 @@ def test_rotate_matches_scipy(shape, angle):
   # JAX's mode="constant" is SciPy's "grid-constant" (zero outside, interpolated
   # up to the edge); SciPy's "constant" differs only where a source point lies
   # within one pixel outside the image.
-  expected = scipy.ndimage.rotate(image, angle, reshape=False, order=1,
-                                  mode="grid-constant")
+  expected = scipy.ndimage.rotate(
+    image, angle, reshape=False, order=1, mode="grid-constant"
+  )
   got = rotate_images(image[None].astype(np.float32), angle)[0]
   np.testing.assert_allclose(got, expected, atol=1e-5)
 
@@ -371,35 +401,46 @@ def test_rotate_digit_matches_scipy_constant(test_set):
   digits = test_set[0][:4] / np.float32(255)  # zero margins: modes agree
   angles = np.array([30.0, -45.0, 120.0, 7.5], np.float32)
   got = rotate_images(digits.reshape(4, 784), angles)
-  expected = [scipy.ndimage.rotate(d.astype(np.float64), a, reshape=False,
-                                   order=1, mode="constant")
-              for d, a in zip(digits, angles, strict=True)]
+  expected = [
+    scipy.ndimage.rotate(
+      d.astype(np.float64), a, reshape=False, order=1, mode="constant"
+    )
+    for d, a in zip(digits, angles, strict=True)
+  ]
   np.testing.assert_allclose(got.reshape(4, 28, 28), expected, atol=1e-5)
 
 
 def test_rotate_layouts_jit_vmap_and_per_image_angles(random_images):
   angles = jnp.array([0.0, 90.0, 33.0])
-  expected = jnp.stack([rotate_images(img[None], a)[0]
-                        for img, a in zip(random_images, angles, strict=True)])
+  expected = jnp.stack(
+    [
+      rotate_images(img[None], a)[0]
+      for img, a in zip(random_images, angles, strict=True)
+    ]
+  )
   flat = rotate_images(random_images.reshape(3, 784), angles)
   assert flat.shape == (3, 784) and flat.dtype == jnp.float32
   np.testing.assert_allclose(flat.reshape(3, 28, 28), expected, atol=1e-5)
   jitted = jax.jit(rotate_images)(random_images, angles)
   np.testing.assert_allclose(jitted, expected, atol=1e-5)
   vmapped = jax.vmap(lambda img, a: rotate_images(img[None], a)[0])(
-    jnp.asarray(random_images), angles)
+    jnp.asarray(random_images), angles
+  )
   np.testing.assert_allclose(vmapped, expected, atol=1e-5)
   as_uint8 = rotate_images(np.zeros((2, 784), np.uint8), 10.0)
   assert as_uint8.dtype == jnp.float32
 
 
-@pytest.mark.parametrize("shape, angles, match", [
-  ((2, 100), 0.0, "784"),
-  ((784,), 0.0, r"\[N, 784\] or \[N, H, W\]"),
-  ((2, 28, 28, 1), 0.0, r"\[N, 784\] or \[N, H, W\]"),
-  ((2, 28, 28), np.zeros(3), r"scalar or \[2\]"),
-  ((2, 28, 28), np.zeros((2, 1)), r"scalar or \[2\]"),
-])
+@pytest.mark.parametrize(
+  "shape, angles, match",
+  [
+    ((2, 100), 0.0, "784"),
+    ((784,), 0.0, r"\[N, 784\] or \[N, H, W\]"),
+    ((2, 28, 28, 1), 0.0, r"\[N, 784\] or \[N, H, W\]"),
+    ((2, 28, 28), np.zeros(3), r"scalar or \[2\]"),
+    ((2, 28, 28), np.zeros((2, 1)), r"scalar or \[2\]"),
+  ],
+)
 def test_rotate_bad_shapes(shape, angles, match):
   with pytest.raises(ValueError, match=match):
     rotate_images(np.zeros(shape, np.float32), angles)

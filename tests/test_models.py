@@ -17,12 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaells_jax.models import (
-    ConvDecoder,
-    ConvEncoder,
-    _conv,
-    _conv_transpose,
-    torch_conv_transpose_padding,
+from vaells_jax.models.networks import (
+  ConvDecoder,
+  ConvEncoder,
+  _conv,
+  _conv_transpose,
+  torch_conv_transpose_padding,
 )
 
 LATENT = 6
@@ -45,7 +45,7 @@ def torch_conv2d(x, w, b, stride, pad):
   out = np.zeros((x.shape[0], w.shape[0], out_h, out_w))
   for i in range(out_h):
     for j in range(out_w):
-      patch = xp[:, :, i * stride:i * stride + k, j * stride:j * stride + k]
+      patch = xp[:, :, i * stride : i * stride + k, j * stride : j * stride + k]
       out[:, :, i, j] = np.tensordot(patch, w, axes=([1, 2, 3], [1, 2, 3]))
   return out + b[None, :, None, None]
 
@@ -62,9 +62,10 @@ def torch_conv_transpose2d(x, w, b, stride, pad):
   full = np.zeros((n, w.shape[1], (h - 1) * stride + k, (wd - 1) * stride + k))
   for i in range(h):
     for j in range(wd):
-      full[:, :, i * stride:i * stride + k, j * stride:j * stride + k] += (
-          np.tensordot(x[:, :, i, j], w, axes=(1, 0)))
-  out = full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
+      full[:, :, i * stride : i * stride + k, j * stride : j * stride + k] += (
+        np.tensordot(x[:, :, i, j], w, axes=(1, 0))
+      )
+  out = full[:, :, pad : full.shape[2] - pad, pad : full.shape[3] - pad]
   return out + b[None, :, None, None]
 
 
@@ -128,8 +129,9 @@ def test_conv_layer_matches_torch_conv2d(stride, pad, size):
   _assert_layer_matches(_conv(5, stride, pad, "conv"), w, b, x, expected)
 
 
-@pytest.mark.parametrize("stride,pad,size",
-                         [(1, 1, 7), (2, 2, 8), (2, 1, 14), (2, 1, 5)])
+@pytest.mark.parametrize(
+  "stride,pad,size", [(1, 1, 7), (2, 2, 8), (2, 1, 14), (2, 1, 5)]
+)
 def test_conv_transpose_layer_matches_torch(stride, pad, size):
   rng = np.random.default_rng(stride * 10 + pad + size)
   w = rng.standard_normal((3, 5, KERNEL, KERNEL))  # [in, out, k, k]
@@ -137,8 +139,7 @@ def test_conv_transpose_layer_matches_torch(stride, pad, size):
   x = rng.standard_normal((2, 3, size, size))
   expected = torch_conv_transpose2d(x, w, b, stride, pad)
   assert expected.shape[-1] == (size - 1) * stride - 2 * pad + KERNEL
-  _assert_layer_matches(_conv_transpose(5, stride, pad, "convT"), w, b, x,
-                        expected)
+  _assert_layer_matches(_conv_transpose(5, stride, pad, "convT"), w, b, x, expected)
 
 
 def test_conv_transpose_kernel_flip_matters():
@@ -147,12 +148,17 @@ def test_conv_transpose_kernel_flip_matters():
   w = rng.standard_normal((3, 5, KERNEL, KERNEL))
   x = rng.standard_normal((1, 3, 5, 5))
   expected = torch_conv_transpose2d(x, w, np.zeros(5), 2, 1)
-  layer = nn.ConvTranspose(5, (KERNEL, KERNEL), strides=(2, 2),
-                           padding=torch_conv_transpose_padding(KERNEL, 1),
-                           use_bias=False)
+  layer = nn.ConvTranspose(
+    5,
+    (KERNEL, KERNEL),
+    strides=(2, 2),
+    padding=torch_conv_transpose_padding(KERNEL, 1),
+    use_bias=False,
+  )
   with jax.enable_x64(True):
-    out = layer.apply({"params": {"kernel": np.transpose(w, (2, 3, 0, 1))}},
-                      jnp.asarray(to_nhwc(x)))
+    out = layer.apply(
+      {"params": {"kernel": np.transpose(w, (2, 3, 0, 1))}}, jnp.asarray(to_nhwc(x))
+    )
   assert out.shape == to_nhwc(expected).shape
   assert not np.allclose(to_nchw(np.asarray(out)), expected, atol=1e-3)
 
@@ -218,37 +224,54 @@ def test_decoder_matches_pytorch_reference():
 
 
 def _param_counts(params):
-  return {name: sum(int(np.size(v)) for v in p.values())
-          for name, p in params["params"].items()}
+  return {
+    name: sum(int(np.size(v)) for v in p.values())
+    for name, p in params["params"].items()
+  }
 
 
 def test_parameter_counts_per_layer():
   d = LATENT
   conv64 = 4 * 4 * 64 * 64 + 64
   assert _param_counts(_init(ConvEncoder(d), 784)) == {
-      "conv1": 4 * 4 * 1 * 64 + 64, "conv2": conv64, "conv3": conv64,
-      "dense": 1024 * d + d}
+    "conv1": 4 * 4 * 1 * 64 + 64,
+    "conv2": conv64,
+    "conv3": conv64,
+    "dense": 1024 * d + d,
+  }
   assert _param_counts(_init(ConvDecoder(), d)) == {
-      "dense": d * 3136 + 3136, "convT1": conv64, "convT2": conv64,
-      "convT3": 4 * 4 * 64 * 1 + 1}
+    "dense": d * 3136 + 3136,
+    "convT1": conv64,
+    "convT2": conv64,
+    "convT3": 4 * 4 * 64 * 1 + 1,
+  }
 
 
 def _intermediate_shapes(module, params, x):
   _, state = module.apply(params, x, capture_intermediates=True)
-  return {name: v["__call__"][0].shape
-          for name, v in state["intermediates"].items() if name != "__call__"}
+  return {
+    name: v["__call__"][0].shape
+    for name, v in state["intermediates"].items()
+    if name != "__call__"
+  }
 
 
 def test_intermediate_spatial_sizes():
   x = jnp.zeros((2, 784))
   enc = ConvEncoder(LATENT)
   assert _intermediate_shapes(enc, _init(enc, 784), x) == {
-      "conv1": (2, 14, 14, 64), "conv2": (2, 7, 7, 64),
-      "conv3": (2, 4, 4, 64), "dense": (2, LATENT)}
+    "conv1": (2, 14, 14, 64),
+    "conv2": (2, 7, 7, 64),
+    "conv3": (2, 4, 4, 64),
+    "dense": (2, LATENT),
+  }
   dec = ConvDecoder()
   assert _intermediate_shapes(dec, _init(dec, LATENT), jnp.zeros((2, LATENT))) == {
-      "dense": (2, 3136), "convT1": (2, 8, 8, 64), "convT2": (2, 14, 14, 64),
-      "convT3": (2, 28, 28, 1)}
+    "dense": (2, 3136),
+    "convT1": (2, 8, 8, 64),
+    "convT2": (2, 14, 14, 64),
+    "convT3": (2, 28, 28, 1),
+  }
 
 
 @pytest.mark.parametrize("lead", [(), (3,), (2, 3)])
@@ -282,8 +305,7 @@ def test_jit_and_grad():
   def loss(p, x):
     return jnp.mean((dec.apply(p["dec"], enc.apply(p["enc"], x)) - x) ** 2)
 
-  np.testing.assert_allclose(jax.jit(loss)(params, x), loss(params, x),
-                             rtol=1e-5)
+  np.testing.assert_allclose(jax.jit(loss)(params, x), loss(params, x), rtol=1e-5)
   grads = jax.jit(jax.grad(loss))(params, x)
   for path, g in jax.tree_util.tree_leaves_with_path(grads):
     assert np.all(np.isfinite(g)), path

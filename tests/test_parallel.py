@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import dataclasses, sys, tempfile
     import jax, numpy as np
-    from vaells_jax import runner
+    from vaells_jax.runs import runner
     from vaells_jax.config import Config
     from vaells_jax.data.synthetic import make_concentric
 
@@ -51,8 +51,14 @@ SCRIPT = textwrap.dedent("""
 
 def test_four_device_training_matches_one_device():
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-  result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT, env=env)
+  result = subprocess.run(
+    [sys.executable, "-c", SCRIPT],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+    env=env,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "max abs difference" in result.stdout
 
@@ -63,17 +69,25 @@ def test_data_parallel_on_one_device_is_the_plain_step(tmp_path):
   import jax
   import numpy as np
 
-  from vaells_jax import runner
   from vaells_jax.config import Config
   from vaells_jax.data.synthetic import make_concentric
+  from vaells_jax.runs import runner
 
   data = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
-  config = Config(num_steps=4, batch_size=8, hidden=(16,), num_ops=2,
-                  inference_max_iter=10, log_every=2)
+  config = Config(
+    num_steps=4,
+    batch_size=8,
+    hidden=(16,),
+    num_ops=2,
+    inference_max_iter=10,
+    log_every=2,
+  )
   quiet = lambda line: None  # noqa: E731
   plain, _ = runner.train(config, data, tmp_path / "plain", log=quiet)
-  mesh, _ = runner.train(dataclasses.replace(config, data_parallel=True), data,
-                         tmp_path / "mesh", log=quiet)
-  for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(mesh),
-                  strict=True):
+  mesh, _ = runner.train(
+    dataclasses.replace(config, data_parallel=True), data, tmp_path / "mesh", log=quiet
+  )
+  for a, b in zip(
+    jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(mesh), strict=True
+  ):
     np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-6, atol=1e-8)

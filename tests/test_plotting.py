@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaells_jax import plotting
+from vaells_jax.evaluation import plotting
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.transport``: ``transport`` and ``transport_path``."""
+"""Tests of ``vaells_jax.core.transport``: ``transport`` and ``transport_path``."""
 
 from __future__ import annotations
 
@@ -27,46 +27,47 @@ def _scipy_transport(psi, coeffs, z0):
 
 @pytest.mark.parametrize("num_ops,dim", [(1, 2), (4, 3), (6, 8)])
 def test_transport_matches_scipy_expm(num_ops, dim):
-  psi, coeffs, z0 = _random_inputs(num_ops * 10 + dim, num_ops, dim, (7,),
-                                   (7,))
+  psi, coeffs, z0 = _random_inputs(num_ops * 10 + dim, num_ops, dim, (7,), (7,))
   expected = np.stack(
-      [_scipy_transport(psi, c, z) for c, z in zip(coeffs, z0, strict=True)])
+    [_scipy_transport(psi, c, z) for c, z in zip(coeffs, z0, strict=True)]
+  )
   with jax.enable_x64(True):
     out = transport(jnp.asarray(psi), jnp.asarray(coeffs), jnp.asarray(z0))
     assert out.dtype == jnp.float64
     out = np.asarray(out)
   assert out.shape == (7, dim)
-  np.testing.assert_allclose(out, expected, rtol=1e-10,
-                             atol=1e-12 * np.abs(expected).max())
+  np.testing.assert_allclose(
+    out, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max()
+  )
 
 
 @pytest.mark.parametrize(
-    "coeff_shape,z_shape,out_shape",
-    [
-        ((5, 1), (1, 3), (5, 3)),
-        ((4,), (), (4,)),
-        ((2, 1, 3), (4, 1), (2, 4, 3)),
-    ],
+  "coeff_shape,z_shape,out_shape",
+  [
+    ((5, 1), (1, 3), (5, 3)),
+    ((4,), (), (4,)),
+    ((2, 1, 3), (4, 1), (2, 4, 3)),
+  ],
 )
 def test_transport_broadcasts_leading_dims(coeff_shape, z_shape, out_shape):
   num_ops, dim = 3, 4
   psi, coeffs, z0 = _random_inputs(1, num_ops, dim, coeff_shape, z_shape)
   with jax.enable_x64(True):
-    out = np.asarray(
-        transport(jnp.asarray(psi), jnp.asarray(coeffs), jnp.asarray(z0)))
+    out = np.asarray(transport(jnp.asarray(psi), jnp.asarray(coeffs), jnp.asarray(z0)))
   assert out.shape == out_shape + (dim,)
   coeffs_b = np.broadcast_to(coeffs, out_shape + (num_ops,))
   z0_b = np.broadcast_to(z0, out_shape + (dim,))
   for idx in np.ndindex(*out_shape):
     np.testing.assert_allclose(
-        out[idx], _scipy_transport(psi, coeffs_b[idx], z0_b[idx]), rtol=1e-10,
-        atol=1e-12)
+      out[idx], _scipy_transport(psi, coeffs_b[idx], z0_b[idx]), rtol=1e-10, atol=1e-12
+    )
 
 
 def test_transport_zero_coeffs_is_identity():
   psi, _, z0 = _random_inputs(2, 3, 4, (), (6,))
-  out = transport(jnp.asarray(psi, jnp.float32), jnp.zeros(3),
-                  jnp.asarray(z0, jnp.float32))
+  out = transport(
+    jnp.asarray(psi, jnp.float32), jnp.zeros(3), jnp.asarray(z0, jnp.float32)
+  )
   np.testing.assert_allclose(np.asarray(out), z0, rtol=1e-6, atol=1e-6)
 
 
@@ -78,22 +79,26 @@ def test_transport_path_endpoints_and_shape():
     psi_j, coeffs_j, z0_j = (jnp.asarray(a) for a in (psi, coeffs, z0))
     path = transport_path(psi_j, coeffs_j, z0_j, jnp.asarray(ts))
     path, end = np.asarray(path), np.asarray(transport(psi_j, coeffs_j, z0_j))
-  scaled = np.stack([
-      np.stack([
-          _scipy_transport(psi, t * coeffs[i, 0], z0[0, j]) for j in range(4)
-      ]) for t in ts for i in range(5)
-  ]).reshape(path.shape)
+  scaled = np.stack(
+    [
+      np.stack([_scipy_transport(psi, t * coeffs[i, 0], z0[0, j]) for j in range(4)])
+      for t in ts
+      for i in range(5)
+    ]
+  ).reshape(path.shape)
   assert path.shape == (5, 5, 4, dim)
-  np.testing.assert_allclose(path[0], np.broadcast_to(z0, (5, 4, dim)),
-                             rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(
+    path[0], np.broadcast_to(z0, (5, 4, dim)), rtol=1e-12, atol=1e-12
+  )
   np.testing.assert_allclose(path[3], end, rtol=1e-12, atol=1e-12)
   # Every time is the transport by the scaled coefficients (t = 1.5
   # extrapolates beyond z1).
   np.testing.assert_allclose(path, scaled, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("coeff_shape,z_shape", [((), (4,)), ((4,), ()),
-                                                 ((1,), (2, 4))])
+@pytest.mark.parametrize(
+  "coeff_shape,z_shape", [((), (4,)), ((4,), ()), ((1,), (2, 4))]
+)
 def test_transport_path_broadcasts_unequal_leading_ndims(coeff_shape, z_shape):
   # coeffs and z0 with different numbers of leading dimensions: the time axis
   # must stay in front of the broadcast batch shape.
@@ -102,8 +107,10 @@ def test_transport_path_broadcasts_unequal_leading_ndims(coeff_shape, z_shape):
   ts = np.array([0.0, 0.5, 1.0])
   with jax.enable_x64(True):
     path = np.asarray(
-        transport_path(jnp.asarray(psi), jnp.asarray(coeffs), jnp.asarray(z0),
-                       jnp.asarray(ts)))
+      transport_path(
+        jnp.asarray(psi), jnp.asarray(coeffs), jnp.asarray(z0), jnp.asarray(ts)
+      )
+    )
   batch = np.broadcast_shapes(coeff_shape, z_shape)
   assert path.shape == (3,) + batch + (dim,)
   coeffs_b = np.broadcast_to(coeffs, batch + (num_ops,))
@@ -111,18 +118,22 @@ def test_transport_path_broadcasts_unequal_leading_ndims(coeff_shape, z_shape):
   for t_index, t in enumerate(ts):
     for idx in np.ndindex(*batch):
       np.testing.assert_allclose(
-          path[(t_index,) + idx],
-          _scipy_transport(psi, t * coeffs_b[idx], z0_b[idx]), rtol=1e-10,
-          atol=1e-12)
+        path[(t_index,) + idx],
+        _scipy_transport(psi, t * coeffs_b[idx], z0_b[idx]),
+        rtol=1e-10,
+        atol=1e-12,
+      )
 
 
 def test_transport_path_scalar_time_and_bad_ts():
   psi, coeffs, z0 = _random_inputs(4, 2, 3, (), ())
-  path = transport_path(psi.astype(np.float32), coeffs.astype(np.float32),
-                        z0.astype(np.float32), 1.0)
+  path = transport_path(
+    psi.astype(np.float32), coeffs.astype(np.float32), z0.astype(np.float32), 1.0
+  )
   assert path.shape == (1, 3)
-  end = transport(psi.astype(np.float32), coeffs.astype(np.float32),
-                  z0.astype(np.float32))
+  end = transport(
+    psi.astype(np.float32), coeffs.astype(np.float32), z0.astype(np.float32)
+  )
   np.testing.assert_allclose(np.asarray(path[0]), np.asarray(end), rtol=1e-6)
   with pytest.raises(ValueError, match="ts must be 1-D"):
     transport_path(psi, coeffs, z0, np.zeros((2, 3)))
@@ -133,8 +144,13 @@ def test_transport_path_of_rotation_stays_on_circle(rotation_psi):
   ts = np.linspace(-1.0, 2.0, 31)
   with jax.enable_x64(True):
     path = np.asarray(
-        transport_path(jnp.asarray(rotation_psi), jnp.array([angle]),
-                       jnp.array([1.0, 0.0]), jnp.asarray(ts)))
+      transport_path(
+        jnp.asarray(rotation_psi),
+        jnp.array([angle]),
+        jnp.array([1.0, 0.0]),
+        jnp.asarray(ts),
+      )
+    )
   assert path.shape == (31, 2)
   np.testing.assert_allclose(np.linalg.norm(path, axis=-1), 1.0, rtol=1e-12)
   expected = np.stack([np.cos(angle * ts), np.sin(angle * ts)], axis=-1)
@@ -186,36 +202,35 @@ def test_jit_vmap_grad_composition_matches_loop():
       return jnp.sum(jnp.sin(transport(p, c, z)))
 
     grad_fn = jax.grad(loss, argnums=(0, 1, 2))
-    batched = jax.jit(jax.vmap(grad_fn, in_axes=(None, 0, 0)))(psi_j, coeffs_j,
-                                                               z0_j)
+    batched = jax.jit(jax.vmap(grad_fn, in_axes=(None, 0, 0)))(psi_j, coeffs_j, z0_j)
     single = jax.jit(grad_fn)
     looped = [single(psi_j, coeffs_j[n], z0_j[n]) for n in range(batch)]
     for k in range(3):
       expected = np.stack([np.asarray(g[k]) for g in looped])
       assert batched[k].shape == expected.shape
-      np.testing.assert_allclose(np.asarray(batched[k]), expected, rtol=1e-12,
-                                 atol=1e-14)
+      np.testing.assert_allclose(
+        np.asarray(batched[k]), expected, rtol=1e-12, atol=1e-14
+      )
 
 
 @pytest.mark.parametrize(
-    "psi_shape,coeff_shape,z_shape,message",
-    [
-        ((3, 2, 2), (2,), (2,), r"coeffs.*M=3"),
-        ((3, 2, 2), (4, 4), (4, 2), r"coeffs.*M=3"),
-        ((3, 2, 2), (3,), (3,), r"z0.*d=2"),
-        ((3, 2, 2), (5, 3), (5, 4), r"z0.*d=2"),
-        ((2, 3), (2,), (3,), r"psi must have shape \[M, d, d\]"),
-        ((2, 3, 4), (2,), (3,), r"psi must have shape \[M, d, d\]"),
-        ((0, 2, 2), (0,), (2,), r"psi must have shape \[M, d, d\]"),
-        ((3, 2, 2), (5, 3), (4, 2), r"do not broadcast.*\(5, 3\).*\(4, 2\)"),
-        ((3, 2, 2), (2, 5, 3), (3, 1, 2), r"do not broadcast"),
-        ((3, 2, 2), (), (2,), r"coeffs"),
-        ((3, 2, 2), (3,), (), r"z0"),
-    ],
+  "psi_shape,coeff_shape,z_shape,message",
+  [
+    ((3, 2, 2), (2,), (2,), r"coeffs.*M=3"),
+    ((3, 2, 2), (4, 4), (4, 2), r"coeffs.*M=3"),
+    ((3, 2, 2), (3,), (3,), r"z0.*d=2"),
+    ((3, 2, 2), (5, 3), (5, 4), r"z0.*d=2"),
+    ((2, 3), (2,), (3,), r"psi must have shape \[M, d, d\]"),
+    ((2, 3, 4), (2,), (3,), r"psi must have shape \[M, d, d\]"),
+    ((0, 2, 2), (0,), (2,), r"psi must have shape \[M, d, d\]"),
+    ((3, 2, 2), (5, 3), (4, 2), r"do not broadcast.*\(5, 3\).*\(4, 2\)"),
+    ((3, 2, 2), (2, 5, 3), (3, 1, 2), r"do not broadcast"),
+    ((3, 2, 2), (), (2,), r"coeffs"),
+    ((3, 2, 2), (3,), (), r"z0"),
+  ],
 )
 def test_transport_shape_errors(psi_shape, coeff_shape, z_shape, message):
-  psi, coeffs, z0 = (np.zeros(s, np.float32)
-                     for s in (psi_shape, coeff_shape, z_shape))
+  psi, coeffs, z0 = (np.zeros(s, np.float32) for s in (psi_shape, coeff_shape, z_shape))
   with pytest.raises(ValueError, match=message):
     transport(psi, coeffs, z0)
   with pytest.raises(ValueError, match=message):
@@ -234,13 +249,12 @@ def test_float32_inputs_give_float32_outputs():
     path = transport_path(*args, jnp.linspace(0.0, 1.0, 3, dtype=jnp.float32))
     assert out64_mode.dtype == jnp.float32
     assert path.dtype == jnp.float32
-  expected = np.stack([
+  expected = np.stack(
+    [
       _scipy_transport(psi.astype(np.float64), c, z)
-      for c, z in zip(coeffs.astype(np.float64), z0.astype(np.float64),
-                      strict=True)
-  ])
+      for c, z in zip(coeffs.astype(np.float64), z0.astype(np.float64), strict=True)
+    ]
+  )
   np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(np.asarray(out64_mode), expected, rtol=1e-5,
-                             atol=1e-5)
-  np.testing.assert_allclose(np.asarray(path[-1]), expected, rtol=1e-5,
-                             atol=1e-5)
+  np.testing.assert_allclose(np.asarray(out64_mode), expected, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(path[-1]), expected, rtol=1e-5, atol=1e-5)

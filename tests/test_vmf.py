@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.vmf``: Bessel functions, vMF densities and sampling.
+"""Tests of ``vaells_jax.models.vmf``: Bessel functions, vMF densities and sampling.
 
 References are independent of the implementation: ``scipy.special.ive``
 (Amos's algorithm), a float64 log-space power series of ``I_v`` (where ``ive``
@@ -17,7 +17,7 @@ import scipy.integrate
 import scipy.special
 import scipy.stats
 
-from vaells_jax import vmf
+from vaells_jax.models import vmf
 
 ORDERS = np.array([0.0, 0.5, 1.0, 2.5, 10.0, 49.0, 200.0, 500.0, 999.5])
 ARGS = np.concatenate([[1e-30, 1e-6], np.logspace(-5, 5, 41), [1e7]])
@@ -27,8 +27,11 @@ KAPPAS7 = np.array([1e-3, 0.1, 1.0, 10.0, 100.0, 1e3, 1e4])
 def log_ive_series(v, x):
   """``log ive(v, x)`` from the power series summed in log space (float64)."""
   k = np.arange(int(x / 2 + 60 * np.sqrt(x + 1) + 200), dtype=np.float64)
-  terms = ((2 * k + v) * np.log(x / 2) - scipy.special.gammaln(k + 1)
-           - scipy.special.gammaln(k + v + 1))
+  terms = (
+    (2 * k + v) * np.log(x / 2)
+    - scipy.special.gammaln(k + 1)
+    - scipy.special.gammaln(k + v + 1)
+  )
   return scipy.special.logsumexp(terms) - x
 
 
@@ -65,8 +68,9 @@ def unit(a):
 
 def test_series_reference_agrees_with_scipy():
   for v, x in [(0.0, 1e-3), (2.5, 30.0), (49.0, 1e4), (200.0, 1e5)]:
-    np.testing.assert_allclose(log_ive_series(v, x),
-                               np.log(scipy.special.ive(v, x)), rtol=1e-10)
+    np.testing.assert_allclose(
+      log_ive_series(v, x), np.log(scipy.special.ive(v, x)), rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 5e-6)])
@@ -82,11 +86,13 @@ def test_log_bessel_ive_matches_reference(grid, dtype, tol):
   worst = np.unravel_index(error.argmax(), error.shape)
   assert error.max() < tol, (error.max(), orders[worst], args[worst])
   # Leading terms at the ends: (x/2)^v / Gamma(v+1) and 1 / sqrt(2 pi x).
-  np.testing.assert_allclose(got[:, 0], ORDERS * np.log(0.5e-30)
-                             - scipy.special.gammaln(ORDERS + 1), rtol=tol,
-                             atol=tol)
-  np.testing.assert_allclose(got[:3, -1], -0.5 * np.log(2 * np.pi * 1e7),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    got[:, 0],
+    ORDERS * np.log(0.5e-30) - scipy.special.gammaln(ORDERS + 1),
+    rtol=tol,
+    atol=tol,
+  )
+  np.testing.assert_allclose(got[:3, -1], -0.5 * np.log(2 * np.pi * 1e7), rtol=1e-6)
 
 
 def test_log_bessel_ive_gradient_in_x(grid):
@@ -94,12 +100,15 @@ def test_log_bessel_ive_gradient_in_x(grid):
   with jax.enable_x64(True):
     got = np.asarray(elementwise_grad(vmf.log_bessel_ive, 1, orders, args))
     step = 1e-3 * args  # Relative steps; values carry ~1e-14 noise.
-    finite_diff = (np.asarray(vmf.log_bessel_ive(orders, args + step))
-                   - np.asarray(vmf.log_bessel_ive(orders, args - step))) / (
-                       2 * step)
-    got32 = np.asarray(elementwise_grad(
-        vmf.log_bessel_ive, 1, orders.astype(np.float32),
-        args.astype(np.float32)))
+    finite_diff = (
+      np.asarray(vmf.log_bessel_ive(orders, args + step))
+      - np.asarray(vmf.log_bessel_ive(orders, args - step))
+    ) / (2 * step)
+    got32 = np.asarray(
+      elementwise_grad(
+        vmf.log_bessel_ive, 1, orders.astype(np.float32), args.astype(np.float32)
+      )
+    )
   assert np.all(np.isfinite(got)) and np.all(np.isfinite(got32))
   # Arguments below 1e-30 are evaluated at 1e-30, so skip that column.
   np.testing.assert_allclose(got[:, 1:], finite_diff[:, 1:], rtol=1e-5, atol=1e-7)
@@ -117,12 +126,12 @@ def test_log_bessel_ive_gradient_in_order(grid):
   orders, args, _ = grid
   orders = orders + 0.3
   with jax.enable_x64(True):
-    _, got = jax.jvp(lambda v: vmf.log_bessel_ive(v, args), (orders,),
-                     (np.ones_like(orders),))
+    _, got = jax.jvp(
+      lambda v: vmf.log_bessel_ive(v, args), (orders,), (np.ones_like(orders),)
+    )
   h = 1e-5
   reference = np.vectorize(log_ive_reference)
-  finite_diff = (reference(orders + h, args) - reference(orders - h, args)) / (
-      2 * h)
+  finite_diff = (reference(orders + h, args) - reference(orders - h, args)) / (2 * h)
   np.testing.assert_allclose(got, finite_diff, rtol=1e-6, atol=1e-8)
 
 
@@ -132,16 +141,18 @@ def test_bessel_ratio_and_its_derivative(grid):
   with jax.enable_x64(True):
     ratio = np.asarray(vmf.bessel_ratio(orders, args))
     slope = np.asarray(elementwise_grad(vmf.bessel_ratio, 1, orders, args))
-    slope32 = np.asarray(elementwise_grad(
-        vmf.bessel_ratio, 1, orders.astype(np.float32), args.astype(np.float32)))
-  np.testing.assert_allclose(ratio[ok], scipy_ratio(orders[ok], args[ok]),
-                             rtol=1e-12)
+    slope32 = np.asarray(
+      elementwise_grad(
+        vmf.bessel_ratio, 1, orders.astype(np.float32), args.astype(np.float32)
+      )
+    )
+  np.testing.assert_allclose(ratio[ok], scipy_ratio(orders[ok], args[ok]), rtol=1e-12)
   # r' = 1 - r^2 - (2v + 1) r / x; that form cancels badly beyond x ~ 100.
   small = ok & (args < 100)
   r = scipy_ratio(orders[small], args[small])
-  np.testing.assert_allclose(slope[small],
-                             1 - r**2 - (2 * orders[small] + 1) * r / args[small],
-                             rtol=1e-9)
+  np.testing.assert_allclose(
+    slope[small], 1 - r**2 - (2 * orders[small] + 1) * r / args[small], rtol=1e-9
+  )
   # Near 0: r ~ x / (2v + 2); at large x, r' ~ (v + 1/2) / x^2 (float32 too).
   np.testing.assert_allclose(ratio[:, 0], 1e-30 / (2 * ORDERS + 2), rtol=1e-12)
   np.testing.assert_allclose(slope[:, 0], 1 / (2 * ORDERS + 2), rtol=1e-12)
@@ -154,17 +165,19 @@ def test_bessel_functions_jit_vmap_broadcast(grid):
   orders, args = orders.astype(np.float32), args.astype(np.float32)
   eager = vmf.log_bessel_ive(orders, args)
   assert eager.dtype == jnp.float32
-  np.testing.assert_allclose(jax.jit(vmf.log_bessel_ive)(orders, args), eager,
-                             rtol=1e-6)
-  np.testing.assert_allclose(jax.vmap(vmf.log_bessel_ive)(orders, args), eager,
-                             rtol=1e-6)
-  broadcast = vmf.log_bessel_ive(ORDERS[:, None].astype(np.float32),
-                                 ARGS.astype(np.float32))
+  np.testing.assert_allclose(
+    jax.jit(vmf.log_bessel_ive)(orders, args), eager, rtol=1e-6
+  )
+  np.testing.assert_allclose(
+    jax.vmap(vmf.log_bessel_ive)(orders, args), eager, rtol=1e-6
+  )
+  broadcast = vmf.log_bessel_ive(
+    ORDERS[:, None].astype(np.float32), ARGS.astype(np.float32)
+  )
   np.testing.assert_array_equal(broadcast, eager)
   integer = vmf.log_bessel_ive(np.floor(orders).astype(np.int32), args)
   assert integer.dtype == jnp.float32
-  np.testing.assert_array_equal(
-      integer, vmf.log_bessel_ive(np.floor(orders), args))
+  np.testing.assert_array_equal(integer, vmf.log_bessel_ive(np.floor(orders), args))
 
 
 # --- vMF densities ----------------------------------------------------------
@@ -185,8 +198,9 @@ def test_log_normalizer_limit_at_zero(dim):
     got = vmf.vmf_log_normalizer(kappa, dim)
     slope = elementwise_grad(vmf.vmf_log_normalizer, 0, kappa, dim)
   # log C_p = -log area - log 0F1(; p/2; kappa^2 / 4) ~ -log area - k^2 / (2p).
-  np.testing.assert_allclose(got, -vmf.log_sphere_area(dim) - kappa**2 / (2 * dim),
-                             rtol=1e-12)
+  np.testing.assert_allclose(
+    got, -vmf.log_sphere_area(dim) - kappa**2 / (2 * dim), rtol=1e-12
+  )
   # d log C / d kappa = -A_p(kappa) ~ -kappa / p.
   np.testing.assert_allclose(slope, -kappa / dim, rtol=1e-6, atol=1e-30)
 
@@ -199,13 +213,16 @@ def test_log_prob_matches_scipy(dim):
   x[0] = mu  # The mode.
   kappa = np.concatenate([KAPPAS7[:-1], [5e4]])
   reference = np.stack(
-      [scipy.stats.vonmises_fisher(mu, k).logpdf(x) for k in kappa], -1)
+    [scipy.stats.vonmises_fisher(mu, k).logpdf(x) for k in kappa], -1
+  )
   with jax.enable_x64(True):
     got = np.asarray(vmf.vmf_log_prob(x[:, None], mu, kappa))  # [20, 7]
   np.testing.assert_allclose(got, reference, rtol=1e-10, atol=1e-9)
-  got32 = np.asarray(vmf.vmf_log_prob(x[:, None].astype(np.float32),
-                                      mu.astype(np.float32),
-                                      kappa.astype(np.float32)))
+  got32 = np.asarray(
+    vmf.vmf_log_prob(
+      x[:, None].astype(np.float32), mu.astype(np.float32), kappa.astype(np.float32)
+    )
+  )
   # float32 rounding of kappa mu^T x alone is ~6e-8 kappa.
   error32 = np.abs(got32 - reference)
   assert np.all(error32 <= 1e-5 * np.abs(reference) + 1e-6 * kappa), error32
@@ -219,21 +236,23 @@ def test_density_integrates_to_one_on_circle_and_sphere():
     density2 = np.exp(vmf.vmf_log_prob(circle, np.array([1.0, 0.0]), KAPPAS7))
     # p = 3: surface element 2 pi sin(theta) d theta around mu = e3.
     sphere = np.stack([np.sin(theta), 0 * theta, np.cos(theta)], -1)
-    density3 = np.exp(vmf.vmf_log_prob(sphere, np.array([0.0, 0.0, 1.0]),
-                                       KAPPAS7))
+    density3 = np.exp(vmf.vmf_log_prob(sphere, np.array([0.0, 0.0, 1.0]), KAPPAS7))
   np.testing.assert_allclose(
-      2 * scipy.integrate.simpson(density2, x=theta[:, 0], axis=0), 1.0,
-      rtol=1e-8)
+    2 * scipy.integrate.simpson(density2, x=theta[:, 0], axis=0), 1.0, rtol=1e-8
+  )
   np.testing.assert_allclose(
-      scipy.integrate.simpson(2 * np.pi * np.sin(theta) * density3,
-                              x=theta[:, 0], axis=0), 1.0, rtol=1e-8)
+    scipy.integrate.simpson(
+      2 * np.pi * np.sin(theta) * density3, x=theta[:, 0], axis=0
+    ),
+    1.0,
+    rtol=1e-8,
+  )
 
 
 @pytest.mark.parametrize("dim", [3, 10, 50])
 def test_entropy_and_kl_match_scipy(dim):
   mu = np.eye(dim)[0]
-  reference = np.array(
-      [scipy.stats.vonmises_fisher(mu, k).entropy() for k in KAPPAS7])
+  reference = np.array([scipy.stats.vonmises_fisher(mu, k).entropy() for k in KAPPAS7])
   with jax.enable_x64(True):
     entropy = np.asarray(vmf.vmf_entropy(dim, KAPPAS7))
     entropy_mu = np.asarray(vmf.vmf_entropy(jnp.asarray(mu), KAPPAS7))
@@ -241,8 +260,9 @@ def test_entropy_and_kl_match_scipy(dim):
   kl32 = np.asarray(vmf.vmf_kl_to_uniform(KAPPAS7.astype(np.float32), dim))
   np.testing.assert_allclose(entropy, reference, rtol=1e-10, atol=1e-12)
   np.testing.assert_array_equal(entropy_mu, entropy)
-  np.testing.assert_allclose(kl, vmf.log_sphere_area(dim) - reference, rtol=1e-9,
-                             atol=1e-12)
+  np.testing.assert_allclose(
+    kl, vmf.log_sphere_area(dim) - reference, rtol=1e-9, atol=1e-12
+  )
   assert np.all(kl > 0) and np.all(np.diff(kl) > 0)
   # Small kappa: KL ~ kappa^2 / (2 p), also in float32.
   np.testing.assert_allclose(kl[0], 1e-6 / (2 * dim), rtol=1e-3)
@@ -254,14 +274,17 @@ def test_kl_gradient(dim):
   with jax.enable_x64(True):
     got = np.asarray(elementwise_grad(vmf.vmf_kl_to_uniform, 0, KAPPAS7, dim))
     h = 1e-3 * KAPPAS7
-    finite_diff = (np.asarray(vmf.vmf_kl_to_uniform(KAPPAS7 + h, dim))
-                   - np.asarray(vmf.vmf_kl_to_uniform(KAPPAS7 - h, dim))) / (
-                       2 * h)
+    finite_diff = (
+      np.asarray(vmf.vmf_kl_to_uniform(KAPPAS7 + h, dim))
+      - np.asarray(vmf.vmf_kl_to_uniform(KAPPAS7 - h, dim))
+    ) / (2 * h)
     # d KL / d kappa = kappa A_p'(kappa).
-    exact = KAPPAS7 * np.asarray(elementwise_grad(
-        vmf.bessel_ratio, 1, np.full(7, dim / 2 - 1), KAPPAS7))
-  got32 = np.asarray(elementwise_grad(vmf.vmf_kl_to_uniform, 0,
-                                      KAPPAS7.astype(np.float32), dim))
+    exact = KAPPAS7 * np.asarray(
+      elementwise_grad(vmf.bessel_ratio, 1, np.full(7, dim / 2 - 1), KAPPAS7)
+    )
+  got32 = np.asarray(
+    elementwise_grad(vmf.vmf_kl_to_uniform, 0, KAPPAS7.astype(np.float32), dim)
+  )
   np.testing.assert_allclose(got, finite_diff, rtol=1e-5)
   np.testing.assert_allclose(got, exact, rtol=1e-12)
   np.testing.assert_allclose(got32, got, rtol=1e-3)
@@ -283,8 +306,7 @@ def test_log_prob_shapes_and_validation():
 def exact_cdf_w_p3(w, kappa):
   """CDF of ``w = mu^T x`` for p = 3, whose density is ``exp(kappa w)`` up to
   a constant on ``[-1, 1]``."""
-  return np.exp(kappa * (w - 1)) * -np.expm1(-kappa * (w + 1)) / -np.expm1(
-      -2 * kappa)
+  return np.exp(kappa * (w - 1)) * -np.expm1(-kappa * (w + 1)) / -np.expm1(-2 * kappa)
 
 
 KAPPAS = np.array([0.1, 1.0, 10.0, 100.0, 1000.0])
@@ -293,8 +315,15 @@ KAPPAS = np.array([0.1, 1.0, 10.0, 100.0, 1000.0])
 def mean_directions(dim, rng):
   """One mean direction per row of ``KAPPAS``, including +-e1 and near e1."""
   e1 = np.eye(dim)[0]
-  return np.stack([unit(rng.standard_normal(dim)), e1, -e1, unit(e1 + 1e-9),
-                   unit(rng.standard_normal(dim))])
+  return np.stack(
+    [
+      unit(rng.standard_normal(dim)),
+      e1,
+      -e1,
+      unit(e1 + 1e-9),
+      unit(rng.standard_normal(dim)),
+    ]
+  )
 
 
 @pytest.mark.parametrize("dim", [3, 10, 50])
@@ -302,8 +331,9 @@ def test_sample_moments_match_vmf(dim):
   n = 10000 if dim < 50 else 4000  # Each round draws [5, n, p + 1] uniforms.
   mu = mean_directions(dim, np.random.default_rng(dim))  # [5, p]
   kappa = np.repeat(KAPPAS[:, None], n, axis=1)  # [5, n]
-  x = vmf.sample_vmf(jax.random.key(dim), mu[:, None].astype(np.float32),
-                     kappa.astype(np.float32))
+  x = vmf.sample_vmf(
+    jax.random.key(dim), mu[:, None].astype(np.float32), kappa.astype(np.float32)
+  )
   assert x.shape == (len(KAPPAS), n, dim) and x.dtype == jnp.float32
   x = np.asarray(x, np.float64)
   np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-6)
@@ -318,8 +348,7 @@ def test_sample_moments_match_vmf(dim):
     tangent = x_k - w[:, None] * mu_k
     second = tangent.T @ tangent / n
     sem = np.sqrt(np.maximum((tangent**2).T @ tangent**2 / n - second**2, 0) / n)
-    expected = (1 - np.mean(w**2)) / (dim - 1) * (np.eye(dim) - np.outer(mu_k,
-                                                                         mu_k))
+    expected = (1 - np.mean(w**2)) / (dim - 1) * (np.eye(dim) - np.outer(mu_k, mu_k))
     np.testing.assert_array_less(np.abs(second - expected), 4 * sem + 1e-7)
 
 
@@ -341,14 +370,20 @@ def test_w_follows_exact_distribution_for_p3():
 def test_w_matches_scipy_samples_for_p10(kappa):
   n, dim = 5000, 10
   mu = np.eye(dim)[3]
-  reference = scipy.stats.vonmises_fisher(mu, kappa).rvs(
-      n, random_state=np.random.default_rng(1)) @ mu
+  reference = (
+    scipy.stats.vonmises_fisher(mu, kappa).rvs(n, random_state=np.random.default_rng(1))
+    @ mu
+  )
   with jax.enable_x64(True):
     w = np.asarray(vmf.sample_vmf_w(jax.random.key(2), np.full(n, kappa), dim).w)
   assert scipy.stats.ks_2samp(w, reference).pvalue > 1e-3
   # Power: half the concentration is told apart.
-  lower = scipy.stats.vonmises_fisher(mu, 0.5 * kappa).rvs(
-      n, random_state=np.random.default_rng(1)) @ mu
+  lower = (
+    scipy.stats.vonmises_fisher(mu, 0.5 * kappa).rvs(
+      n, random_state=np.random.default_rng(1)
+    )
+    @ mu
+  )
   assert scipy.stats.ks_2samp(w, lower).pvalue < 1e-4
 
 
@@ -361,6 +396,7 @@ def test_samples_and_gradients_finite_at_extremes():
     def loss(mu, kappa):
       x = vmf.sample_vmf(jax.random.key(5), mu, kappa)
       return jnp.sum(x * jnp.arange(1.0, x.shape[-1] + 1, dtype=x.dtype)), x
+
     return jax.grad(loss, argnums=(0, 1), has_aux=True)(mu, kappa)
 
   for dim in [2, 100]:
@@ -370,8 +406,9 @@ def test_samples_and_gradients_finite_at_extremes():
       assert x.dtype == dtype
     for array in (x, *grads):
       assert np.all(np.isfinite(np.asarray(array))), (dim, array)
-    np.testing.assert_allclose(np.linalg.norm(np.asarray(x, np.float64), axis=-1),
-                               1.0, atol=1e-5)
+    np.testing.assert_allclose(
+      np.linalg.norm(np.asarray(x, np.float64), axis=-1), 1.0, atol=1e-5
+    )
     # The sample approaches mu as kappa grows.
     cosine = np.sum(np.asarray(x, np.float64) * mu, -1)
     assert cosine[-1] > 1 - 1e-3 * dim, cosine
@@ -382,8 +419,7 @@ def test_sampler_jit_and_vmap_match_eager():
   kappa = np.array([0.5, 5.0, 50.0], np.float32)
   keys = jax.random.split(jax.random.key(8), 4)
   eager = np.stack([vmf.sample_vmf(k, mu, kappa) for k in keys])
-  mapped = jax.jit(jax.vmap(vmf.sample_vmf, in_axes=(0, None, None)))(keys, mu,
-                                                                     kappa)
+  mapped = jax.jit(jax.vmap(vmf.sample_vmf, in_axes=(0, None, None)))(keys, mu, kappa)
   np.testing.assert_allclose(mapped, eager, rtol=1e-6, atol=1e-6)
 
 
@@ -408,20 +444,20 @@ def test_reparameterised_sample_matches_finite_differences():
     for i in range(len(log_kappa)):
       step = np.zeros_like(log_kappa)
       step[i] = h
-      finite_diff = (loss(theta, log_kappa + step)
-                     - loss(theta, log_kappa - step)) / (2 * h)
+      finite_diff = (loss(theta, log_kappa + step) - loss(theta, log_kappa - step)) / (
+        2 * h
+      )
       np.testing.assert_allclose(grad_kappa[i], finite_diff, rtol=1e-5, atol=1e-8)
     direction = np.random.default_rng(11).standard_normal(theta.shape)
-    finite_diff = (loss(theta + h * direction, log_kappa)
-                   - loss(theta - h * direction, log_kappa)) / (2 * h)
-  np.testing.assert_allclose(np.sum(grad_theta * direction), finite_diff,
-                             rtol=1e-5)
+    finite_diff = (
+      loss(theta + h * direction, log_kappa) - loss(theta - h * direction, log_kappa)
+    ) / (2 * h)
+  np.testing.assert_allclose(np.sum(grad_theta * direction), finite_diff, rtol=1e-5)
   assert np.all(np.abs(np.asarray(grad_kappa)) > 0)
 
 
 def test_round_limit_keeps_last_proposal_and_reports_it():
-  sample = vmf.sample_vmf_w(jax.random.key(12), np.full(2000, 10.0), 3,
-                            max_rounds=1)
+  sample = vmf.sample_vmf_w(jax.random.key(12), np.full(2000, 10.0), 3, max_rounds=1)
   assert int(sample.rounds) == 1
   accepted = np.asarray(sample.accepted)
   assert 0.5 < accepted.mean() < 0.95  # Wood's acceptance ~0.7 here.

@@ -2,63 +2,74 @@
 
 :class:`TrainedVAELLS` for VAELLS and :class:`TrainedBaseline` for the
 baselines share these methods; :func:`load` returns whichever a workdir holds.
+:data:`MODELS` is the table of trainable models: for each ``config.model``
+its initial state, its jitted step and its trained-model class, looked up by
+the runner and by :func:`load`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.baseline_train import create_baseline, init_baseline_state
-from vaells_jax.checkpoint import restore_checkpoint
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
+from vaells_jax.core.laplace import sample_laplace
+from vaells_jax.core.transport import transport, transport_path
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic
-from vaells_jax.inference import infer_coefficients
-from vaells_jax.laplace import sample_laplace
-from vaells_jax.likelihood import importance_log_likelihood, iwae_bound
-from vaells_jax.train import Model, init_state
-from vaells_jax.transport import transport, transport_path
+from vaells_jax.evaluation.likelihood import importance_log_likelihood, iwae_bound
+from vaells_jax.models.vaells import Model
+from vaells_jax.training.baseline_step import (
+  create_baseline,
+  init_baseline_state,
+  make_baseline_step,
+)
+from vaells_jax.training.checkpoint import restore_checkpoint
+from vaells_jax.training.step import init_state, make_train_step
 
-__all__ = ["TrainedBaseline", "TrainedVAELLS", "load"]
+__all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
 
 DATA_NAME = "dataset.npz"
 
 
 @dataclasses.dataclass
 class TrainedVAELLS:
-  """A trained model. Latent points are in the encoder's coordinates ``f(x)``.
+  """A trained model.
+
+  Latent points are the model's codes ``z = f(x) / latent_scale``, the
+  coordinates in which the operators act (:mod:`vaells_jax.models.vaells`);
+  with ``latent_scale = 1`` (the synthetic experiments) that is ``f(x)``.
 
   Attributes:
     config: the training configuration.
-    params: ``{"encoder", "decoder", "anchors"}`` network and anchor parameters.
-    psi: the learned operators ``[M, d, d]`` (acting on ``z / latent_scale``).
+    params: ``{"encoder", "decoder", "anchors", "psi"}``.
     data: the data set it was trained on.
   """
 
   config: Config
   params: dict
-  psi: jax.Array
   data: SyntheticData
+
+  @property
+  def psi(self) -> jax.Array:
+    """The learned operators, ``[M, d, d]``."""
+    return self.params["psi"]
 
   @property
   def _model(self) -> Model:
     return Model.create(self.config, self.data.data_dim)
 
-  @property
-  def _scale(self) -> float:
-    return self.config.latent_scale
-
   def encode(self, x):
-    """``f(x)``: ``[..., D] -> [..., d]``."""
-    return self._model.encode(self.params, jnp.asarray(x)) * self._scale
+    """``f(x) / latent_scale``: ``[..., D] -> [..., d]``."""
+    return self._model.encode(self.params, jnp.asarray(x))
 
   def decode(self, z):
-    """``g(z)``: ``[..., d] -> [..., D]``."""
-    return self._model.decode(self.params, jnp.asarray(z) / self._scale)
+    """``g(latent_scale * z)``: ``[..., d] -> [..., D]``."""
+    return self._model.decode(self.params, jnp.asarray(z))
 
   @property
   def anchors_latent(self):
@@ -74,8 +85,7 @@ class TrainedVAELLS:
     shape = starts.shape[:-1] + (n,)
     coeffs = sample_laplace(k_c, shape + (cfg.num_ops,), b)
     eps = jax.random.normal(k_e, shape + (cfg.latent_dim,))
-    w = transport(self.psi, coeffs, starts[..., None, :] / self._scale)
-    return (w + gamma * eps) * self._scale
+    return transport(self.psi, coeffs, starts[..., None, :]) + gamma * eps
 
   def sample_prior(self, key, n, label=None, laplace_scale=None, gamma=None):
     """``n`` latent samples from the prior (of class ``label``, or all classes).
@@ -103,22 +113,19 @@ class TrainedVAELLS:
 
     Coefficients are inferred with the prior's sparsity weight and, unless
     given here, the config's restarts and start range (see
-    :func:`~vaells_jax.inference.infer_coefficients`). Points far apart on
+    :func:`~vaells_jax.core.inference.infer_coefficients`). Points far apart on
     an operator's orbit need starts near their coefficient: a spiral's next
     turn is a local minimum away, so spread the restarts over the turns the
     path may take. ``t in [0, 1]`` interpolates, other ``t`` extrapolate.
     Returns ``[T, ..., d]``.
     """
-    cfg = self.config
     key = jax.random.PRNGKey(0) if key is None else key
-    w0, w1 = jnp.asarray(z0) / self._scale, jnp.asarray(z1) / self._scale
-    result = infer_coefficients(
-        self.psi, w0, w1, l1_weight=cfg.zeta_p, key=key,
-        num_restarts=cfg.num_restarts if num_restarts is None else num_restarts,
-        init_range=cfg.init_range if init_range is None else init_range,
-        max_iter=cfg.inference_max_iter, tol=cfg.inference_tol,
-        method=cfg.inference_method)
-    return transport_path(self.psi, result.coeffs, w0, ts) * self._scale
+    z0, z1 = jnp.asarray(z0), jnp.asarray(z1)
+    solver = self._model.solvers.prior.replace(
+      num_restarts=num_restarts, init_range=init_range
+    )
+    result = solver(self.psi, z0, z1, l1_weight=self.config.zeta_p, key=key)
+    return transport_path(self.psi, result.coeffs, z0, ts)
 
   def log_likelihood(self, key, x, labels=None, num_samples=100, chunk_size=25):
     """Importance-sampled ``log p(x)`` and ELBO (paper appendix D).
@@ -134,12 +141,17 @@ class TrainedVAELLS:
       ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays (nats).
     """
     x = np.asarray(x, np.float32)
-    labels = (np.zeros(len(x), np.int32) if labels is None
-              else np.asarray(labels, np.int32))
+    labels = (
+      np.zeros(len(x), np.int32) if labels is None else np.asarray(labels, np.int32)
+    )
     return importance_log_likelihood(
-        self._model, self.params, self.psi,
-        {"x": x, "source": {"x": x, "label": labels}}, key, num_samples,
-        chunk_size)
+      self._model,
+      self.params,
+      {"x": x, "source": {"x": x, "label": labels}},
+      key,
+      num_samples,
+      chunk_size,
+    )
 
 
 @dataclasses.dataclass
@@ -150,7 +162,7 @@ class TrainedBaseline:
 
   Attributes:
     config: the training configuration.
-    params: the baseline's parameters (:mod:`vaells_jax.baselines`).
+    params: the baseline's parameters (:mod:`vaells_jax.models.baselines`).
     data: the data set it was trained on.
   """
 
@@ -161,7 +173,7 @@ class TrainedBaseline:
 
   @property
   def baseline(self):
-    """The static :class:`vaells_jax.baselines.Baseline`."""
+    """The static :class:`vaells_jax.models.baselines.Baseline`."""
     return create_baseline(self.config, self.data.data_dim)
 
   def encode(self, x):
@@ -175,8 +187,10 @@ class TrainedBaseline:
   def sample_prior(self, key, n, label=None):
     """``n`` samples of ``p(z)``, ``[n, d]``; the baselines' prior has no classes."""
     if label is not None:
-      raise ValueError(f"{self.config.model} has one prior for all classes; "
-                       "call sample_prior without label.")
+      raise ValueError(
+        f"{self.config.model} has one prior for all classes; "
+        "call sample_prior without label."
+      )
     return self.baseline.sample_prior(self.params, key, n)
 
   def sample_posterior(self, key, x, n):
@@ -207,10 +221,17 @@ class TrainedBaseline:
     del labels
     x = np.asarray(x, np.float32)
     fn = jax.jit(self.baseline.log_weights, static_argnums=3)
-    log_w = np.concatenate([
-        np.asarray(fn(self.params, x[i:i + chunk_size], jax.random.fold_in(
-            key, i), num_samples).total, np.float64)
-        for i in range(0, len(x), chunk_size)])
+    log_w = np.concatenate(
+      [
+        np.asarray(
+          fn(
+            self.params, x[i : i + chunk_size], jax.random.fold_in(key, i), num_samples
+          ).total,
+          np.float64,
+        )
+        for i in range(0, len(x), chunk_size)
+      ]
+    )
     return np.asarray(iwae_bound(log_w)), log_w.mean(axis=-1)
 
 
@@ -232,20 +253,59 @@ def great_circle(z0, z1, ts):
   return jnp.cos(ts * w) * u0 + jnp.sin(ts * w) * v
 
 
+class ModelEntry(NamedTuple):
+  """How the runner trains one kind of model, and how :func:`load` restores it.
+
+  Attributes:
+    init: ``(key, config, data) -> state``, the initial training state.
+    make_step: ``(config, data_dim, mesh) -> step``, the jitted
+      ``step(state, batch, key) -> (state, metrics)``.
+    trained: ``(config, state, data) -> trained model``.
+    summary: ``state -> dict`` of the model's own training counters.
+  """
+
+  init: Callable[[Any, Config, SyntheticData], Any]
+  make_step: Callable[[Config, int, Any], Callable]
+  trained: Callable[[Config, Any, SyntheticData], Any]
+  summary: Callable[[Any], dict]
+
+
+_VAELLS = ModelEntry(
+  init=lambda key, config, data: init_state(key, config, data.anchors, data.data_dim),
+  make_step=lambda config, data_dim, mesh: make_train_step(
+    Model.create(config, data_dim), mesh
+  ),
+  trained=lambda config, state, data: TrainedVAELLS(config, state.params, data),
+  summary=lambda state: dict(
+    psi_rejected_steps=int(state.psi_rejected),
+    psi_attempted_steps=int(state.psi_attempted),
+    final_lr_psi=float(state.lr_psi),
+  ),
+)
+_BASELINE = ModelEntry(
+  init=lambda key, config, data: init_baseline_state(key, config, data.x_train),
+  make_step=make_baseline_step,
+  trained=lambda config, state, data: TrainedBaseline(config, state.params, data),
+  summary=lambda state: {},
+)
+MODELS = {
+  "vaells": _VAELLS,
+  "vae": _BASELINE,
+  "vampprior": _BASELINE,
+  "svae": _BASELINE,
+}
+
+
 def load(workdir) -> TrainedVAELLS | TrainedBaseline:
   """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or ``fit``)."""
   workdir = pathlib.Path(workdir)
   for name in (CONFIG_NAME, DATA_NAME):
     if not (workdir / name).exists():
-      raise FileNotFoundError(f"{workdir / name} is missing: is {workdir} a "
-                              "VAELLS workdir?")
+      raise FileNotFoundError(
+        f"{workdir / name} is missing: is {workdir} a VAELLS workdir?"
+      )
   config = config_from_json(workdir / CONFIG_NAME)
   data = load_synthetic(workdir / DATA_NAME)
-  if config.model != "vaells":
-    target = init_baseline_state(jax.random.PRNGKey(0), config, data.x_train)
-    return TrainedBaseline(config, restore_checkpoint(workdir, target).params,
-                           data)
-  target = init_state(jax.random.PRNGKey(0), config, np.asarray(data.anchors),
-                      data.data_dim)
-  state = restore_checkpoint(workdir, target)
-  return TrainedVAELLS(config, state.params, state.psi, data)
+  entry = MODELS[config.model]
+  target = entry.init(jax.random.PRNGKey(0), config, data)
+  return entry.trained(config, restore_checkpoint(workdir, target), data)

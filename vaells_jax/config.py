@@ -14,7 +14,7 @@ __all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
-INFERENCE_METHODS = ("fista", "lm")  # vaells_jax.inference.METHODS
+INFERENCE_METHODS = ("fista", "lm")  # vaells_jax.core.inference.METHODS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Config:
   """
 
   seed: int = 0
-  # "vaells", or a baseline of the paper's comparison (vaells_jax.baselines)
+  # "vaells", or a baseline of the paper's comparison (vaells_jax.models.baselines)
   # trained on the same data, networks, batch size, step budget and lr_net.
   model: str = "vaells"
   num_steps: int = 4000
@@ -75,7 +75,7 @@ class Config:
   inference_tol: float = 1e-9
   # "fista" (proximal gradient, the specification's solver) or "lm"
   # (Levenberg-Marquardt on the smoothed objective, then a proximal-gradient
-  # polish): vaells_jax.inference. "lm" reaches lower objectives in fewer
+  # polish): vaells_jax.core.inference. "lm" reaches lower objectives in fewer
   # iterations (README, inference speed); the paper's experiments were
   # measured with "fista", so it stays the default.
   inference_method: str = "fista"
@@ -110,48 +110,89 @@ class Config:
 
   def __post_init__(self):
     self._check_types()
-    positive = ("num_steps", "batch_size", "latent_dim", "num_ops",
-                "num_samples", "max_lr_psi", "zeta3", "latent_scale",
-                "num_restarts", "net_steps", "psi_steps", "inference_max_iter",
-                "inference_tol", "log_every", "checkpoint_every", "max_bad_steps",
-                "eval_ll_points", "eval_ll_samples", "num_pseudo",
-                "baseline_zeta1")
+    positive = (
+      "num_steps",
+      "batch_size",
+      "latent_dim",
+      "num_ops",
+      "num_samples",
+      "max_lr_psi",
+      "zeta3",
+      "latent_scale",
+      "num_restarts",
+      "net_steps",
+      "psi_steps",
+      "inference_max_iter",
+      "inference_tol",
+      "log_every",
+      "checkpoint_every",
+      "max_bad_steps",
+      "eval_ll_points",
+      "eval_ll_samples",
+      "num_pseudo",
+      "baseline_zeta1",
+    )
     for name in positive:
       if not getattr(self, name) > 0:
         raise ValueError(f"config.{name} must be > 0, got {getattr(self, name)!r}.")
-    non_negative = ("lr_net", "lr_anchor", "lr_psi", "psi_init_std", "zeta1",
-                    "zeta2", "zeta4", "zeta5", "zeta_q", "zeta_p", "eta",
-                    "gamma", "warmup_steps", "prior_weight_net",
-                    "recon_weight_psi", "input_rotation", "rotation_anchors")
+    non_negative = (
+      "lr_net",
+      "lr_anchor",
+      "lr_psi",
+      "psi_init_std",
+      "zeta1",
+      "zeta2",
+      "zeta4",
+      "zeta5",
+      "zeta_q",
+      "zeta_p",
+      "eta",
+      "gamma",
+      "warmup_steps",
+      "prior_weight_net",
+      "recon_weight_psi",
+      "input_rotation",
+      "rotation_anchors",
+    )
     for name in non_negative:
       if not getattr(self, name) >= 0:
         raise ValueError(f"config.{name} must be >= 0, got {getattr(self, name)!r}.")
     if self.psi_seed < -1:
-      raise ValueError(f"config.psi_seed must be >= 0, or -1 (from config.seed), "
-                       f"got {self.psi_seed}.")
+      raise ValueError(
+        f"config.psi_seed must be >= 0, or -1 (from config.seed), got {self.psi_seed}."
+      )
     if not self.lr_psi <= self.max_lr_psi:
-      raise ValueError(f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
-                       f"({self.max_lr_psi}).")
+      raise ValueError(
+        f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
+        f"({self.max_lr_psi})."
+      )
     for name in ("init_range", "posterior_init_range"):
       lo, hi = getattr(self, name)
       if not lo <= hi:
-        raise ValueError(f"config.{name} must be (lo, hi) with lo <= hi, got "
-                         f"{getattr(self, name)}.")
+        raise ValueError(
+          f"config.{name} must be (lo, hi) with lo <= hi, got {getattr(self, name)}."
+        )
     if self.inference_method not in INFERENCE_METHODS:
-      raise ValueError(f"config.inference_method must be one of "
-                       f"{INFERENCE_METHODS}, got {self.inference_method!r}.")
+      raise ValueError(
+        f"config.inference_method must be one of "
+        f"{INFERENCE_METHODS}, got {self.inference_method!r}."
+      )
     if self.network not in NETWORKS:
-      raise ValueError(f"config.network must be one of {NETWORKS}, got "
-                       f"{self.network!r}.")
+      raise ValueError(
+        f"config.network must be one of {NETWORKS}, got {self.network!r}."
+      )
     if self.model not in MODELS:
-      raise ValueError(f"config.model must be one of {MODELS}, got "
-                       f"{self.model!r}.")
+      raise ValueError(f"config.model must be one of {MODELS}, got {self.model!r}.")
     if self.model == "svae" and self.latent_dim < 2:
-      raise ValueError("config.model='svae' needs latent_dim >= 2 (the sphere "
-                       f"S^(d-1) in R^d), got {self.latent_dim}.")
+      raise ValueError(
+        "config.model='svae' needs latent_dim >= 2 (the sphere "
+        f"S^(d-1) in R^d), got {self.latent_dim}."
+      )
     if not self.hidden or any(h < 1 for h in self.hidden):
-      raise ValueError("config.hidden must be a non-empty tuple of layer widths "
-                       f">= 1, got {self.hidden!r}.")
+      raise ValueError(
+        "config.hidden must be a non-empty tuple of layer widths "
+        f">= 1, got {self.hidden!r}."
+      )
 
   def _check_types(self):
     """Each field must hold its annotated type (an int is a valid float)."""
@@ -177,10 +218,14 @@ def _is(value, kind) -> bool:
 
 
 _KINDS = {"hidden": tuple, "init_range": tuple, "posterior_init_range": tuple}
-_TUPLE_ELEMENTS = {"hidden": int, "init_range": float,
-                   "posterior_init_range": float}
-_KINDS.update({f.name: {"int": int, "float": float, "bool": bool, "str": str}[f.type]
-               for f in dataclasses.fields(Config) if f.name not in _KINDS})
+_TUPLE_ELEMENTS = {"hidden": int, "init_range": float, "posterior_init_range": float}
+_KINDS.update(
+  {
+    f.name: {"int": int, "float": float, "bool": bool, "str": str}[f.type]
+    for f in dataclasses.fields(Config)
+    if f.name not in _KINDS
+  }
+)
 
 
 def _parse(value: str, current: Any) -> Any:
@@ -223,5 +268,6 @@ def config_from_json(path) -> Config:
   """Reads a configuration saved by a run (``WORKDIR/config.json``)."""
   raw = json.loads(pathlib.Path(path).read_text())
   fields = {f.name for f in dataclasses.fields(Config)}
-  return Config(**{k: tuple(v) if isinstance(v, list) else v
-                   for k, v in raw.items() if k in fields})
+  return Config(
+    **{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in fields}
+  )

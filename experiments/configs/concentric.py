@@ -13,12 +13,33 @@ PRIOR_WEIGHT = 1.0
 
 def get_config(budget: str = "paper") -> Config:
   if budget != "paper":
-    raise ValueError("concentric has only the paper budget (it runs on a CPU "
-                     "in minutes).")
+    raise ValueError(
+      "concentric has only the paper budget (it runs on a CPU in minutes)."
+    )
   return Config(
-      num_steps=4000, batch_size=30, latent_dim=2, num_ops=4, num_samples=1,
-      lr_net=0.005, lr_anchor=1e-4, learn_anchors=True, lr_psi=4e-4,
-      max_lr_psi=0.1, zeta1=0.01, zeta2=1.0, zeta3=1.0, zeta4=1.0, zeta5=0.01,
-      zeta_q=1e-6, zeta_p=5e-6, eta=0.01, gamma=1e-3, warmup_steps=0,
-      alternate=False, num_restarts=1, closest_anchor=False, latent_scale=1.0,
-      prior_weight_net=PRIOR_WEIGHT)
+    num_steps=4000,
+    batch_size=30,
+    latent_dim=2,
+    num_ops=4,
+    num_samples=1,
+    lr_net=0.005,
+    lr_anchor=1e-4,
+    learn_anchors=True,
+    lr_psi=4e-4,
+    max_lr_psi=0.1,
+    zeta1=0.01,
+    zeta2=1.0,
+    zeta3=1.0,
+    zeta4=1.0,
+    zeta5=0.01,
+    zeta_q=1e-6,
+    zeta_p=5e-6,
+    eta=0.01,
+    gamma=1e-3,
+    warmup_steps=0,
+    alternate=False,
+    num_restarts=1,
+    closest_anchor=False,
+    latent_scale=1.0,
+    prior_weight_net=PRIOR_WEIGHT,
+  )

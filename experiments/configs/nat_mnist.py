@@ -15,14 +15,39 @@ ANCHORS_PER_CLASS = 8  # random training digits per class, learned
 
 def get_config(budget: str = "paper") -> Config:
   paper = Config(
-      network="conv", num_steps=34600, batch_size=32, latent_dim=6, num_ops=4,
-      num_samples=1, lr_net=1e-4, learn_anchors=True, lr_anchor=1e-4,
-      lr_psi=1e-5, max_lr_psi=0.008, zeta1=1.0, zeta2=1.0, zeta3=1.0,
-      zeta4=1.0, zeta5=0.01, zeta_q=1e-6, zeta_p=1e-6, eta=0.01, gamma=1e-3,
-      warmup_steps=30000, alternate=True, net_steps=20, psi_steps=60,
-      prior_weight_net=1e-4, recon_weight_psi=1e-4, num_restarts=1,
-      closest_anchor=True, latent_scale=10.0, eval_ll_points=500,
-      eval_ll_samples=100, num_pseudo=500)
+    network="conv",
+    num_steps=34600,
+    batch_size=32,
+    latent_dim=6,
+    num_ops=4,
+    num_samples=1,
+    lr_net=1e-4,
+    learn_anchors=True,
+    lr_anchor=1e-4,
+    lr_psi=1e-5,
+    max_lr_psi=0.008,
+    zeta1=1.0,
+    zeta2=1.0,
+    zeta3=1.0,
+    zeta4=1.0,
+    zeta5=0.01,
+    zeta_q=1e-6,
+    zeta_p=1e-6,
+    eta=0.01,
+    gamma=1e-3,
+    warmup_steps=30000,
+    alternate=True,
+    net_steps=20,
+    psi_steps=60,
+    prior_weight_net=1e-4,
+    recon_weight_psi=1e-4,
+    num_restarts=1,
+    closest_anchor=True,
+    latent_scale=10.0,
+    eval_ll_points=500,
+    eval_ll_samples=100,
+    num_pseudo=500,
+  )
   if budget == "paper":
     return paper
   if budget == "cpu":
@@ -30,7 +55,14 @@ def get_config(budget: str = "paper") -> Config:
     # steps (100 network, 300 Psi) with 20 inference iterations and a Psi
     # rate starting 10x higher; 100 x 20 importance samples.
     return dataclasses.replace(
-        paper, num_steps=2400, warmup_steps=2000, lr_net=3e-4, lr_psi=1e-4,
-        inference_max_iter=20, eval_ll_points=100, eval_ll_samples=20,
-        checkpoint_every=500)
+      paper,
+      num_steps=2400,
+      warmup_steps=2000,
+      lr_net=3e-4,
+      lr_psi=1e-4,
+      inference_max_iter=20,
+      eval_ll_points=100,
+      eval_ll_samples=20,
+      checkpoint_every=500,
+    )
   raise ValueError(f"unknown budget {budget!r}; choose paper or cpu")

@@ -14,15 +14,41 @@ ANCHORS_PER_CLASS = 10  # display anchors; training uses per-sample rotations
 
 def get_config(budget: str = "paper") -> Config:
   paper = Config(
-      network="conv", num_steps=35000, batch_size=32, latent_dim=10, num_ops=1,
-      num_samples=1, lr_net=1e-4, learn_anchors=False, lr_anchor=0.0,
-      lr_psi=1e-5, max_lr_psi=0.008, zeta1=1.0, zeta2=1.0, zeta3=1.0,
-      zeta4=1.0, zeta5=0.01, zeta_q=1e-6, zeta_p=1e-6, eta=0.01, gamma=1e-3,
-      warmup_steps=30000, alternate=True, net_steps=20, psi_steps=60,
-      prior_weight_net=1e-4, recon_weight_psi=1e-4, num_restarts=1,
-      closest_anchor=True, latent_scale=10.0, input_rotation=350.0,
-      rotation_anchors=10, eval_ll_points=500, eval_ll_samples=100,
-      num_pseudo=500)
+    network="conv",
+    num_steps=35000,
+    batch_size=32,
+    latent_dim=10,
+    num_ops=1,
+    num_samples=1,
+    lr_net=1e-4,
+    learn_anchors=False,
+    lr_anchor=0.0,
+    lr_psi=1e-5,
+    max_lr_psi=0.008,
+    zeta1=1.0,
+    zeta2=1.0,
+    zeta3=1.0,
+    zeta4=1.0,
+    zeta5=0.01,
+    zeta_q=1e-6,
+    zeta_p=1e-6,
+    eta=0.01,
+    gamma=1e-3,
+    warmup_steps=30000,
+    alternate=True,
+    net_steps=20,
+    psi_steps=60,
+    prior_weight_net=1e-4,
+    recon_weight_psi=1e-4,
+    num_restarts=1,
+    closest_anchor=True,
+    latent_scale=10.0,
+    input_rotation=350.0,
+    rotation_anchors=10,
+    eval_ll_points=500,
+    eval_ll_samples=100,
+    num_pseudo=500,
+  )
   if budget == "paper":
     return paper
   if budget == "cpu":
@@ -36,7 +62,15 @@ def get_config(budget: str = "paper") -> Config:
     # |cos| 0.42 with the reference rotation operator, rotation span 48
     # degrees); at 0.05 it becomes the rotation (README).
     return dataclasses.replace(
-        paper, num_steps=2200, warmup_steps=2000, lr_net=3e-4, lr_psi=0.05,
-        max_lr_psi=0.05, inference_max_iter=20, eval_ll_points=25,
-        eval_ll_samples=10, checkpoint_every=500)
+      paper,
+      num_steps=2200,
+      warmup_steps=2000,
+      lr_net=3e-4,
+      lr_psi=0.05,
+      max_lr_psi=0.05,
+      inference_max_iter=20,
+      eval_ll_points=25,
+      eval_ll_samples=10,
+      checkpoint_every=500,
+    )
   raise ValueError(f"unknown budget {budget!r}; choose paper or cpu")

@@ -18,7 +18,7 @@ Two sources:
   the internet.
 
 Images are returned flattened, ``[N, 784]`` float32 in ``[0, 1]`` (uint8 / 255),
-labels ``[N]`` int32. :func:`rotate_images` rotates a batch on the device.
+labels ``[N]`` int32. :mod:`vaells_jax.data.augment` rotates them on the device.
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ import os
 import socket
 import zlib
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.scipy.ndimage import map_coordinates
+
+from vaells_jax.data.augment import IMAGE_SHAPE, rotated_copies
 
 __all__ = [
   "MnistData",
@@ -42,19 +41,22 @@ __all__ = [
   "digits_experiment",
   "load_mnist",
   "read_idx",
-  "rotate_images",
-  "rotated_copies",
 ]
 
-IMAGE_SHAPE = (28, 28)
 NUM_CLASSES = 10
 NUM_VALIDATION = 10_000  # the paper's validation set: the last 10 000 train digits
 TRAIN_IMAGES = "train-images-idx3-ubyte"
 TRAIN_LABELS = "train-labels-idx1-ubyte"
 TEST_IMAGES = "t10k-images-idx3-ubyte"
 TEST_LABELS = "t10k-labels-idx1-ubyte"
-_IDX_TYPES = {0x08: "uint8", 0x09: "int8", 0x0B: "int16", 0x0C: "int32",
-              0x0D: "float32", 0x0E: "float64"}
+_IDX_TYPES = {
+  0x08: "uint8",
+  0x09: "int8",
+  0x0B: "int16",
+  0x0C: "int32",
+  0x0D: "float32",
+  0x0E: "float64",
+}
 _GZIP_MAGIC = b"\x1f\x8b"
 _DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where tfds fetches MNIST
 _ADVICE = (
@@ -100,12 +102,15 @@ class MnistData:
       if x.ndim != 2 or x.shape[1] != math.prod(IMAGE_SHAPE) or x.dtype != np.float32:
         raise ValueError(f"x_{part} must be float32 [N, 784], got {x.dtype} {x.shape}")
       if y.shape != x.shape[:1] or y.dtype != np.int32:
-        raise ValueError(f"y_{part} must be int32 [{x.shape[0]}], got "
-                         f"{y.dtype} {y.shape}")
+        raise ValueError(
+          f"y_{part} must be int32 [{x.shape[0]}], got {y.dtype} {y.shape}"
+        )
 
   def __repr__(self) -> str:
-    return (f"MnistData(train={len(self.y_train)}, val={len(self.y_val)}, "
-            f"test={len(self.y_test)}, source={self.source!r})")
+    return (
+      f"MnistData(train={len(self.y_train)}, val={len(self.y_val)}, "
+      f"test={len(self.y_test)}, source={self.source!r})"
+    )
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -132,27 +137,35 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     except (OSError, EOFError, zlib.error) as e:
       raise ValueError(f"{path}: corrupt gzip stream ({e})") from e
   if len(raw) < 4 or raw[:2] != b"\x00\x00":
-    raise ValueError(f"{path}: not an IDX file (magic {raw[:4].hex() or 'empty'}, "
-                     "expected 0000 followed by a type and a ndim byte)")
+    raise ValueError(
+      f"{path}: not an IDX file (magic {raw[:4].hex() or 'empty'}, "
+      "expected 0000 followed by a type and a ndim byte)"
+    )
   type_code, ndim = raw[2], raw[3]
   if type_code != 0x08:
     name = _IDX_TYPES.get(type_code, "unknown")
-    raise ValueError(f"{path}: IDX data type 0x{type_code:02x} ({name}) is not "
-                     "supported, only 0x08 (uint8)")
+    raise ValueError(
+      f"{path}: IDX data type 0x{type_code:02x} ({name}) is not "
+      "supported, only 0x08 (uint8)"
+    )
   header = 4 + 4 * ndim
   if ndim == 0 or len(raw) < header:
-    raise ValueError(f"{path}: IDX header truncated or empty (ndim={ndim}, "
-                     f"{len(raw)} bytes)")
+    raise ValueError(
+      f"{path}: IDX header truncated or empty (ndim={ndim}, {len(raw)} bytes)"
+    )
   dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
   expected, actual = math.prod(dims), len(raw) - header
   if actual != expected:
-    raise ValueError(f"{path}: header says shape {dims}, i.e. {expected} bytes of "
-                     f"data, but the file holds {actual}")
+    raise ValueError(
+      f"{path}: header says shape {dims}, i.e. {expected} bytes of "
+      f"data, but the file holds {actual}"
+    )
   return np.frombuffer(bytearray(raw), np.uint8, offset=header).reshape(dims)
 
 
-def load_mnist(data_dir: str | os.PathLike | None = None, *, seed: int = 0
-               ) -> MnistData:
+def load_mnist(
+  data_dir: str | os.PathLike | None = None, *, seed: int = 0
+) -> MnistData:
   """Loads MNIST from IDX files in ``data_dir``, or from tensorflow-datasets.
 
   Args:
@@ -179,8 +192,10 @@ def load_mnist(data_dir: str | os.PathLike | None = None, *, seed: int = 0
 
 def _load_dir(data_dir: str, seed: int) -> MnistData:
   """Loads the IDX files in ``data_dir``, see :func:`load_mnist`."""
-  found = {stem: _find(data_dir, stem)
-           for stem in (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)}
+  found = {
+    stem: _find(data_dir, stem)
+    for stem in (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
+  }
   have_train = found[TRAIN_IMAGES] is not None and found[TRAIN_LABELS] is not None
   have_test = found[TEST_IMAGES] is not None and found[TEST_LABELS] is not None
   any_train = found[TRAIN_IMAGES] is not None or found[TRAIN_LABELS] is not None
@@ -212,12 +227,15 @@ def _missing_message(data_dir: str) -> str:
     found = "it is not a directory"
   else:
     names = sorted(os.listdir(data_dir))
-    shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)"
-                                      if len(names) > 20 else "")
+    shown = ", ".join(names[:20]) + (
+      f", ... ({len(names)} in all)" if len(names) > 20 else ""
+    )
     found = f"it holds: {shown}" if names else "it is empty"
-  return (f"no usable MNIST IDX files in {data_dir}: expected {TEST_IMAGES} and "
-          f"{TEST_LABELS} (raw or .gz), optionally with {TRAIN_IMAGES} and "
-          f"{TRAIN_LABELS} (both or neither), but {found}. {_ADVICE}")
+  return (
+    f"no usable MNIST IDX files in {data_dir}: expected {TEST_IMAGES} and "
+    f"{TEST_LABELS} (raw or .gz), optionally with {TRAIN_IMAGES} and "
+    f"{TRAIN_LABELS} (both or neither), but {found}. {_ADVICE}"
+  )
 
 
 def _read_pair(images_path: str, labels_path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -228,8 +246,10 @@ def _read_pair(images_path: str, labels_path: str) -> tuple[np.ndarray, np.ndarr
   if labels.ndim != 1:
     raise ValueError(f"{labels_path}: expected [N] labels, got {labels.shape}")
   if labels.shape[0] != images.shape[0]:
-    raise ValueError(f"{images_path} holds {images.shape[0]} images but "
-                     f"{labels_path} holds {labels.shape[0]} labels")
+    raise ValueError(
+      f"{images_path} holds {images.shape[0]} images but "
+      f"{labels_path} holds {labels.shape[0]} labels"
+    )
   _check_labels(labels, labels_path)
   return images, labels
 
@@ -237,20 +257,24 @@ def _read_pair(images_path: str, labels_path: str) -> tuple[np.ndarray, np.ndarr
 def _check_labels(labels: np.ndarray, where: str) -> None:
   """Raises ValueError unless every label is in ``0..9``."""
   if labels.size and (labels.min() < 0 or labels.max() >= NUM_CLASSES):
-    raise ValueError(f"{where}: labels must be in 0..9, found "
-                     f"{labels.min()}..{labels.max()}")
+    raise ValueError(
+      f"{where}: labels must be in 0..9, found {labels.min()}..{labels.max()}"
+    )
 
 
 def _paper_split(x_all, y_all, x_test, y_test):
   """First ``N - 10 000`` training digits train, the last 10 000 validate."""
   n = len(y_all)
   if n <= NUM_VALIDATION:
-    raise ValueError(f"the paper split needs more than {NUM_VALIDATION} training "
-                     f"images, got {n}")
+    raise ValueError(
+      f"the paper split needs more than {NUM_VALIDATION} training images, got {n}"
+    )
   k = n - NUM_VALIDATION
   parts = (x_all[:k], y_all[:k], x_all[k:], y_all[k:], x_test, y_test)
-  split = (f"paper split: training images [0, {k}) train, [{k}, {n}) validation, "
-           f"the official {len(y_test)} test images test")
+  split = (
+    f"paper split: training images [0, {k}) train, [{k}, {n}) validation, "
+    f"the official {len(y_test)} test images test"
+  )
   return parts, split
 
 
@@ -264,9 +288,11 @@ def _test_only_split(x, y, seed: int):
   perm = np.random.default_rng(seed).permutation(n)
   tr, va, te = np.split(perm, [n_train, n_train + n_val])
   parts = (x[tr], y[tr], x[va], y[va], x[te], y[te])
-  split = (f"test-only split: the {n} official test images permuted by "
-           f"numpy default_rng({seed}), then {n_train} train / {n_val} validation"
-           f" / {n_test} test (no official training images available)")
+  split = (
+    f"test-only split: the {n} official test images permuted by "
+    f"numpy default_rng({seed}), then {n_train} train / {n_val} validation"
+    f" / {n_test} test (no official training images available)"
+  )
   return parts, split
 
 
@@ -302,7 +328,8 @@ def _load_tfds() -> MnistData:
   except ImportError as e:
     raise MnistUnavailable(
       "tensorflow-datasets is not installed (pip install tensorflow-datasets). "
-      + _ADVICE) from e
+      + _ADVICE
+    ) from e
   try:
     prepared = tfds.builder("mnist").is_prepared()
   except Exception as e:  # any tfds failure means "unavailable"
@@ -311,24 +338,26 @@ def _load_tfds() -> MnistData:
     if not _internet_reachable():
       raise MnistUnavailable(
         "MNIST is not prepared in the tensorflow-datasets data dir and "
-        f"{_DOWNLOAD_HOST[0]} cannot be reached (no internet?). {_ADVICE}")
+        f"{_DOWNLOAD_HOST[0]} cannot be reached (no internet?). {_ADVICE}"
+      )
     if not _tensorflow_installed():
       raise MnistUnavailable(
         "MNIST is not prepared in the tensorflow-datasets data dir, and "
         "tensorflow-datasets needs TensorFlow to prepare it once (pip install "
-        f"tensorflow; reading afterwards needs none). {_ADVICE}")
+        f"tensorflow; reading afterwards needs none). {_ADVICE}"
+      )
   try:
     sources = tfds.data_source(
-      "mnist", split=["train[:50000]", "train[50000:]", "test"], download=True)
+      "mnist", split=["train[:50000]", "train[50000:]", "test"], download=True
+    )
     parts = [a for source in sources for a in _fetch_all(source)]
   except Exception as e:  # any tfds failure means "unavailable"
     raise MnistUnavailable(
-      f"tensorflow-datasets could not load MNIST ({type(e).__name__}: {e}). "
-      + _ADVICE) from e
+      f"tensorflow-datasets could not load MNIST ({type(e).__name__}: {e}). " + _ADVICE
+    ) from e
   for i in (1, 3, 5):
     _check_labels(parts[i], "tensorflow-datasets mnist")
-  split = ("paper split: tfds train[:50000] train, train[50000:] validation, "
-           "test test")
+  split = "paper split: tfds train[:50000] train, train[50000:] validation, test test"
   return _make_data(parts, source="tensorflow-datasets mnist", split=split)
 
 
@@ -348,82 +377,9 @@ def _fetch_all(source, chunk: int = 10_000) -> tuple[np.ndarray, np.ndarray]:
   return x.reshape(-1, *IMAGE_SHAPE), np.asarray(labels, np.int64).reshape(-1)
 
 
-def rotate_images(images: jax.Array, angles: jax.Array | float) -> jax.Array:
-  """Rotates each image counter-clockwise about its centre, bilinearly.
-
-  Counter-clockwise as displayed with row 0 at the top, the direction of
-  ``np.rot90`` and ``scipy.ndimage.rotate``; the centre is
-  ``((H - 1) / 2, (W - 1) / 2)``; pixels whose source lies outside the image
-  read 0 (``scipy.ndimage.rotate(..., reshape=False, order=1,
-  mode="grid-constant")``). Works under ``jax.jit`` and ``jax.vmap``.
-
-  Args:
-    images: ``[N, 784]`` flattened 28x28 images or ``[N, H, W]`` images.
-      Integer images are converted to float32.
-    angles: ``[N]`` angles in degrees, or a scalar for all images.
-
-  Returns:
-    The rotated images, in the layout and (float) dtype of ``images``.
-
-  Raises:
-    ValueError: ``images`` is not ``[N, 784]`` or ``[N, H, W]``, or
-      ``angles`` is neither a scalar nor ``[N]``.
-  """
-  images = jnp.asarray(images)
-  if not jnp.issubdtype(images.dtype, jnp.floating):
-    images = images.astype(jnp.float32)
-  flat = images.ndim == 2
-  if flat and images.shape[1] != math.prod(IMAGE_SHAPE):
-    raise ValueError(f"flat images must be [N, 784] (28x28), got {images.shape}")
-  if images.ndim not in (2, 3):
-    raise ValueError(f"images must be [N, 784] or [N, H, W], got {images.shape}")
-  grid = images.reshape(-1, *IMAGE_SHAPE) if flat else images
-  angles = jnp.asarray(angles, images.dtype)
-  if angles.ndim == 0:
-    angles = jnp.broadcast_to(angles, grid.shape[:1])
-  if angles.shape != grid.shape[:1]:
-    raise ValueError(f"angles must be a scalar or [{grid.shape[0]}], "
-                     f"got {angles.shape}")
-  rotated = jax.vmap(_rotate_one)(grid, angles)
-  return rotated.reshape(images.shape)
-
-
-def rotated_copies(images: jax.Array, num: int) -> jax.Array:
-  """Each image rotated by ``360 k / num`` degrees, ``k = 0 .. num - 1``.
-
-  Args:
-    images: ``[N, 784]`` flattened 28x28 images.
-    num: copies per image.
-
-  Returns:
-    ``[N, num, 784]``; copy 0 is the image itself.
-  """
-  images = jnp.asarray(images)
-  angles = 360.0 * jnp.arange(num) / num
-  rotated = rotate_images(jnp.repeat(images, num, axis=0),
-                          jnp.tile(angles, images.shape[0]))
-  return rotated.reshape(images.shape[0], num, -1)
-
-
-def _rotate_one(image: jax.Array, angle: jax.Array) -> jax.Array:
-  """Rotates one ``[H, W]`` image by ``angle`` degrees, see :func:`rotate_images`."""
-  h, w = image.shape
-  cy, cx = (h - 1) / 2, (w - 1) / 2
-  rows, cols = jnp.meshgrid(jnp.arange(h, dtype=image.dtype),
-                            jnp.arange(w, dtype=image.dtype), indexing="ij")
-  dr, dc = rows - cy, cols - cx
-  theta = jnp.deg2rad(angle)
-  cos, sin = jnp.cos(theta), jnp.sin(theta)
-  # Output pixel d (relative to the centre) samples the input at R(-theta) d,
-  # with (row, col) axes and row pointing down.
-  src_rows = cy + cos * dr + sin * dc
-  src_cols = cx - sin * dr + cos * dc
-  return map_coordinates(image, [src_rows, src_cols], order=1, mode="constant",
-                         cval=0.0)
-
-
-def digits_experiment(name: str, mnist: MnistData, *, seed: int,
-                      anchors_per_class: int):
+def digits_experiment(
+  name: str, mnist: MnistData, *, seed: int, anchors_per_class: int
+):
   """The data set of the ``rot_mnist`` or ``nat_mnist`` experiment.
 
   Train and test digits are kept upright: ``rot_mnist`` rotates them inside
@@ -454,15 +410,31 @@ def digits_experiment(name: str, mnist: MnistData, *, seed: int,
     raise ValueError(f"The training digits lack classes {missing}.")
   if name == "nat_mnist":
     rng = np.random.default_rng(seed)
-    anchors = np.stack([x[rng.choice(np.flatnonzero(y == c), anchors_per_class,
-                                     replace=False)] for c in range(NUM_CLASSES)])
+    anchors = np.stack(
+      [
+        x[rng.choice(np.flatnonzero(y == c), anchors_per_class, replace=False)]
+        for c in range(NUM_CLASSES)
+      ]
+    )
   elif name == "rot_mnist":
     firsts = x[[np.flatnonzero(y == c)[0] for c in range(NUM_CLASSES)]]
     anchors = np.asarray(rotated_copies(firsts, anchors_per_class))
   else:
     raise ValueError(f"Unknown digits experiment {name!r}.")
   return SyntheticData(
-      x_train=x, labels_train=y, pos_train=None, t_train=None,
-      x_test=mnist.x_test, labels_test=mnist.y_test, pos_test=None, t_test=None,
-      anchors=anchors.astype(np.float32), anchor_pos=None, mapping=None,
-      noise_std=float("nan"), manifold=None, manifold_labels=None, name=name)
+    x_train=x,
+    labels_train=y,
+    pos_train=None,
+    t_train=None,
+    x_test=mnist.x_test,
+    labels_test=mnist.y_test,
+    pos_test=None,
+    t_test=None,
+    anchors=anchors.astype(np.float32),
+    anchor_pos=None,
+    mapping=None,
+    noise_std=float("nan"),
+    manifold=None,
+    manifold_labels=None,
+    name=name,
+  )

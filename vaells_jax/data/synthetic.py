@@ -50,7 +50,7 @@ class SyntheticData:
 
   The ground-truth fields (``pos_*``, ``t_*``, ``anchor_pos``, ``mapping``,
   ``manifold``, ``manifold_labels``) are None for data without one (see
-  :func:`vaells_jax.fit`); ``noise_std`` is then NaN.
+  :func:`vaells_jax.runs.fit`); ``noise_std`` is then NaN.
 
   Attributes:
     x_train: ``[N, D]`` noisy inputs.
@@ -144,8 +144,10 @@ def _check_required_shapes(data: SyntheticData, d: int) -> None:
   for split in ("train", "test"):
     x, labels = getattr(data, f"x_{split}"), getattr(data, f"labels_{split}")
     if x.ndim != 2 or x.shape[1] != d or labels.shape != (x.shape[0],):
-      raise ValueError(f"x_{split} [N, {d}] and labels_{split} [N] disagree: "
-                       f"{x.shape} vs {labels.shape}")
+      raise ValueError(
+        f"x_{split} [N, {d}] and labels_{split} [N] disagree: "
+        f"{x.shape} vs {labels.shape}"
+      )
   if data.anchors.ndim != 3 or data.anchors.shape[2] != d:
     raise ValueError(f"anchors must be [C, A, {d}], got {data.anchors.shape}")
 
@@ -163,8 +165,11 @@ def save_synthetic(path, data: SyntheticData) -> str:
   path = os.fspath(path)
   if not path.endswith(".npz"):
     path += ".npz"
-  arrays = {field: getattr(data, field) for field in _ARRAY_FIELDS
-            if getattr(data, field) is not None}
+  arrays = {
+    field: getattr(data, field)
+    for field in _ARRAY_FIELDS
+    if getattr(data, field) is not None
+  }
   np.savez(
     path,
     noise_std=np.asarray(data.noise_std, dtype=np.float64),
@@ -190,8 +195,9 @@ def load_synthetic(path) -> SyntheticData:
     missing = set(_REQUIRED_FIELDS + ("noise_std", "name")) - set(npz.files)
     if missing:
       raise ValueError(f"{path} lacks fields {sorted(missing)}")
-    arrays = {field: npz[field] if field in npz.files else None
-              for field in _ARRAY_FIELDS}
+    arrays = {
+      field: npz[field] if field in npz.files else None for field in _ARRAY_FIELDS
+    }
     noise_std = float(npz["noise_std"])
     name = str(npz["name"])
   return SyntheticData(noise_std=noise_std, name=name, **arrays)

@@ -48,9 +48,13 @@ def infer_pair_cg(psi, z0, z1, l1_weight, c0, max_iter=50):
     ``(coeffs [M], objective)``.
   """
   res = scipy.optimize.minimize(
-      cg_objective_and_grad, np.asarray(c0, np.float64), jac=True,
-      method="CG", args=(psi, z0, z1, l1_weight),
-      options={"maxiter": max_iter})
+    cg_objective_and_grad,
+    np.asarray(c0, np.float64),
+    jac=True,
+    method="CG",
+    args=(psi, z0, z1, l1_weight),
+    options={"maxiter": max_iter},
+  )
   return res.x, float(res.fun)
 
 
@@ -73,8 +77,7 @@ def infer_pairs_cg(psi, z0, z1, l1_weight, init, max_iter=50):
   objective = np.full(init.shape[1], np.inf)
   for r in range(init.shape[0]):
     for n in range(init.shape[1]):
-      c, value = infer_pair_cg(psi, z0[n], z1[n], l1_weight[n], init[r, n],
-                               max_iter)
+      c, value = infer_pair_cg(psi, z0[n], z1[n], l1_weight[n], init[r, n], max_iter)
       if value < objective[n]:
         coeffs[n], objective[n] = c, value
   return coeffs, objective

@@ -8,12 +8,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax import evaluation, plotting
-from vaells_jax.inference import infer_coefficients
-from vaells_jax.transport import transport, transport_path
+from vaells_jax.core.transport import transport, transport_path
+from vaells_jax.evaluation import metrics as evaluation
+from vaells_jax.evaluation import plotting
 
-__all__ = ["evaluate_and_report", "operator_orbits", "spread_restarts",
-           "write_markdown"]
+__all__ = [
+  "evaluate_and_report",
+  "operator_orbits",
+  "spread_restarts",
+  "write_markdown",
+]
 
 NUM_PRIOR_SAMPLES = 200  # per anchor
 NUM_PATHS = 20
@@ -53,8 +57,10 @@ def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
   num_ops = psi.shape[0]
   rho = _rotation_rates(psi)
   ts = np.linspace(-1.0, 1.0, num_points)
-  paths = [transport_path(psi, np.eye(num_ops)[m] * np.pi / rho[m],
-                          jnp.asarray(starts), ts) for m in range(num_ops)]
+  paths = [
+    transport_path(psi, np.eye(num_ops)[m] * np.pi / rho[m], jnp.asarray(starts), ts)
+    for m in range(num_ops)
+  ]
   orbits = np.swapaxes(np.stack([np.asarray(p) for p in paths]), 1, 2)
   too_far = np.linalg.norm(orbits, axis=-1) > max_norm
   return np.where(too_far[..., None], np.nan, orbits)
@@ -78,13 +84,15 @@ def _posterior_contour(trained, center, latents):
   pad = 0.15 * (hi - lo)
   gx = np.linspace(lo[0] - pad[0], hi[0] + pad[0], CONTOUR_GRID)
   gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], CONTOUR_GRID)
-  grid = np.stack(np.meshgrid(gx, gy), axis=-1) / cfg.latent_scale  # [G2, G1, 2]
-  start = jnp.asarray(center) / cfg.latent_scale
-  result = infer_coefficients(
-      trained.psi, start, jnp.asarray(grid, jnp.float32), l1_weight=cfg.zeta_q,
-      key=jax.random.PRNGKey(0), num_restarts=cfg.num_restarts,
-      init_range=cfg.init_range, max_iter=cfg.inference_max_iter,
-      tol=cfg.inference_tol, method=cfg.inference_method)
+  grid = np.stack(np.meshgrid(gx, gy), axis=-1)  # [G2, G1, 2]
+  start = jnp.asarray(center)
+  result = trained._model.solvers.prior(
+    trained.psi,
+    start,
+    jnp.asarray(grid, jnp.float32),
+    l1_weight=cfg.zeta_q,
+    key=jax.random.PRNGKey(0),
+  )
   residual = grid - np.asarray(transport(trained.psi, result.coeffs, start))
   data_term = -0.5 * cfg.zeta2 * np.sum(residual**2, axis=-1)
   coeff_term = -cfg.zeta3 * np.sum(np.abs(np.asarray(result.coeffs)), axis=-1)
@@ -105,23 +113,27 @@ def _traversals(trained, anchors, m, max_norm):
     ``[1, 2 C, T, d]`` (each half starts at the anchor; points beyond
     ``max_norm`` are NaN), for :func:`plotting.plot_orbits`.
   """
-  data, scale = trained.data, trained.config.latent_scale
-  psi = np.asarray(trained.psi)[m:m + 1]
+  data = trained.data
+  psi = np.asarray(trained.psi)[m : m + 1]
   rho = _rotation_rates(psi)[0]
   ts = np.linspace(-1.0, 1.0, TRAVERSAL_POINTS)
   start = TRAVERSAL_POINTS // 2
-  orbits = scale * np.asarray(transport_path(
-      psi, jnp.asarray([2 * np.pi * TRAVERSAL_TURNS / rho]),
-      jnp.asarray(anchors / scale), ts))  # [T, C, A, d]
+  orbits = np.asarray(
+    transport_path(
+      psi, jnp.asarray([2 * np.pi * TRAVERSAL_TURNS / rho]), jnp.asarray(anchors), ts
+    )
+  )  # [T, C, A, d]
   decoded = np.asarray(trained.decode(orbits.reshape(-1, orbits.shape[-1])))
-  decoded = np.nan_to_num(decoded.reshape(*orbits.shape[:-1], -1),
-                          nan=1e30, posinf=1e30, neginf=-1e30)
+  decoded = np.nan_to_num(
+    decoded.reshape(*orbits.shape[:-1], -1), nan=1e30, posinf=1e30, neginf=-1e30
+  )
   best, halves = [], []
   for c in range(anchors.shape[0]):
     curve = data.manifold[data.manifold_labels == c]
-    scores = [evaluation.orbit_coverage(decoded[:, c, a], curve, data.noise_std,
-                                        start)
-              for a in range(anchors.shape[1])]
+    scores = [
+      evaluation.orbit_coverage(decoded[:, c, a], curve, data.noise_std, start)
+      for a in range(anchors.shape[1])
+    ]
     a = int(np.argmax(scores))
     best.append(scores[a])
     halves += [orbits[start:, c, a], orbits[start::-1, c, a]]
@@ -164,62 +176,84 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   k_prior, k_path, k_ll = jax.random.split(key, 3)
   latents = np.asarray(trained.encode(data.x_test))
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
-  metrics = {"knn_class_accuracy": evaluation.knn_class_accuracy(
-      latents, data.labels_test)}
-  metrics["mse"] = float(np.mean(
-      (np.asarray(trained.decode(latents)) - data.x_test) ** 2))
+  metrics = {
+    "knn_class_accuracy": evaluation.knn_class_accuracy(latents, data.labels_test)
+  }
+  metrics["mse"] = float(
+    np.mean((np.asarray(trained.decode(latents)) - data.x_test) ** 2)
+  )
   num = min(cfg.eval_ll_points, len(data.x_test))
-  ll, elbo = trained.log_likelihood(k_ll, data.x_test[:num],
-                                    data.labels_test[:num], cfg.eval_ll_samples)
+  ll, elbo = trained.log_likelihood(
+    k_ll, data.x_test[:num], data.labels_test[:num], cfg.eval_ll_samples
+  )
   metrics.update(log_likelihood=float(ll.mean()), elbo=float(elbo.mean()))
 
   operators = trained.psi is not None
   if operators:
     anchors = np.asarray(trained.anchors_latent)  # [C, A, d]
     flat_anchors = anchors.reshape(-1, anchors.shape[-1])
-    prior = np.asarray(trained._sample_around(
-        k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES))  # [K, S, d]
+    prior = np.asarray(
+      trained._sample_around(k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES)
+    )  # [K, S, d]
   else:  # as many samples as VAELLS draws, from the model's own prior
     anchors = np.zeros((0, 1, latents.shape[-1]))
-    prior = np.asarray(trained.sample_prior(
-        k_prior, NUM_PRIOR_SAMPLES * data.anchors.shape[0]
-        * data.anchors.shape[1]))[None]
+    prior = np.asarray(
+      trained.sample_prior(
+        k_prior, NUM_PRIOR_SAMPLES * data.anchors.shape[0] * data.anchors.shape[1]
+      )
+    )[None]
   if data.has_ground_truth:  # distances to the true manifold need it
     decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
     metrics["sample_manifold_distance"] = evaluation.manifold_distance(
-        decoded, data.manifold, data.noise_std)
+      decoded, data.manifold, data.noise_std
+    )
 
   orbits = magnitudes = traversals = None
   if operators:
     magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
-    scale = cfg.latent_scale
-    orbits = scale * operator_orbits(trained.psi, anchors[:, 0] / scale,
-                                     max_norm / scale)
+    orbits = operator_orbits(trained.psi, anchors[:, 0], max_norm)
     strongest = int(np.argmax(magnitudes))
     dominant = orbits[strongest].reshape(-1, latents.shape[-1])
     metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
-        dominant[np.all(np.isfinite(dominant), axis=-1)], latents)
+      dominant[np.all(np.isfinite(dominant), axis=-1)], latents
+    )
     if data.has_ground_truth:
       metrics["orbit_coverage"], traversals = _traversals(
-          trained, anchors, strongest, max_norm)
+        trained, anchors, strongest, max_norm
+      )
 
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
   restarts = spread_restarts(trained.psi) if operators else (None, None)
-  paths = np.swapaxes(np.asarray(trained.infer_path(
-      latents[pairs[:, 0]], latents[pairs[:, 1]], ts, key=k_path,
-      num_restarts=restarts[0], init_range=restarts[1])), 0, 1)
-  lines = (latents[pairs[:, 0], None] * (1 - ts[:, None])
-           + latents[pairs[:, 1], None] * ts[:, None])
+  paths = np.swapaxes(
+    np.asarray(
+      trained.infer_path(
+        latents[pairs[:, 0]],
+        latents[pairs[:, 1]],
+        ts,
+        key=k_path,
+        num_restarts=restarts[0],
+        init_range=restarts[1],
+      )
+    ),
+    0,
+    1,
+  )
+  lines = (
+    latents[pairs[:, 0], None] * (1 - ts[:, None])
+    + latents[pairs[:, 1], None] * ts[:, None]
+  )
   metrics["path_manifold_distance"] = evaluation.latent_path_distance(paths, latents)
   # A path that never leaves z0 is trivially "on the data": report how far its
   # end is from z1, in the same units (median nearest-neighbour spacing).
   _, spacing = evaluation.nearest_neighbours(latents, latents, True)
   metrics["path_endpoint_error"] = float(
-      np.mean(np.linalg.norm(paths[:, -1] - latents[pairs[:, 1]], axis=-1))
-      / np.median(spacing))
+    np.mean(np.linalg.norm(paths[:, -1] - latents[pairs[:, 1]], axis=-1))
+    / np.median(spacing)
+  )
   metrics["linear_path_manifold_distance"] = evaluation.latent_path_distance(
-      lines, latents)
+    lines, latents
+  )
   if operators:
     metrics["operator_magnitudes"] = magnitudes.tolist()
 
@@ -227,9 +261,12 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes)
     if traversals is not None:
       plotting.plot_orbits(
-          workdir / "orbit_traversal.png", latents, traversals,
-          title=f"longest orbit along the true curve: coverage "
-                f"{metrics['orbit_coverage']:.2f}")
+        workdir / "orbit_traversal.png",
+        latents,
+        traversals,
+        title=f"longest orbit along the true curve: coverage "
+        f"{metrics['orbit_coverage']:.2f}",
+      )
   write_markdown(workdir, {**summary, **metrics}, cfg)
   return metrics
 
@@ -238,44 +275,71 @@ def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitude
   data = trained.data
   flat = anchors.reshape(-1, 2)
   name = "VAELLS" if trained.config.model == "vaells" else trained.config.model
-  plotting.plot_latent_embedding(workdir / "latent_by_class.png", latents,
-                                 data.labels_test, flat, f"{name} latent space",
-                                 "class")
+  plotting.plot_latent_embedding(
+    workdir / "latent_by_class.png",
+    latents,
+    data.labels_test,
+    flat,
+    f"{name} latent space",
+    "class",
+  )
   if data.has_ground_truth:
     plotting.plot_ground_truth(
-        workdir / "ground_truth.png", data.pos_test,
-        data.labels_test if data.num_classes > 1 else data.t_test)
-    plotting.plot_latent_embedding(workdir / "latent_by_position.png", latents,
-                                   data.t_test, flat, "coloured by ground truth",
-                                   "curve parameter")
+      workdir / "ground_truth.png",
+      data.pos_test,
+      data.labels_test if data.num_classes > 1 else data.t_test,
+    )
+    plotting.plot_latent_embedding(
+      workdir / "latent_by_position.png",
+      latents,
+      data.t_test,
+      flat,
+      "coloured by ground truth",
+      "curve parameter",
+    )
   if orbits is None:
-    plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior,
-                                flat, f"{name} prior samples")
-    plotting.plot_paths(workdir / "paths.png", latents, paths,
-                        f"{name} paths (solid) vs straight lines (dashed)")
+    plotting.plot_prior_samples(
+      workdir / "prior_samples.png", latents, prior, flat, f"{name} prior samples"
+    )
+    plotting.plot_paths(
+      workdir / "paths.png",
+      latents,
+      paths,
+      f"{name} paths (solid) vs straight lines (dashed)",
+    )
     return
   plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior, flat)
   plotting.plot_paths(workdir / "paths.png", latents, paths)
   plotting.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
   center = latents[0]
   gx, gy, data_term, coeff_term = _posterior_contour(trained, center, latents)
-  plotting.plot_posterior_contour(workdir / "posterior_contour.png", gx, gy,
-                                  data_term, coeff_term, data_term + coeff_term,
-                                  center, latents)
+  plotting.plot_posterior_contour(
+    workdir / "posterior_contour.png",
+    gx,
+    gy,
+    data_term,
+    coeff_term,
+    data_term + coeff_term,
+    center,
+    latents,
+  )
   plotting.plot_operator_magnitudes(workdir / "operator_magnitudes.png", magnitudes)
 
 
 FIGURES = (
-    ("ground_truth.png", "Ground-truth latent structure"),
-    ("latent_by_class.png", "Encoded test points by class, anchors as x"),
-    ("latent_by_position.png", "Encoded test points by ground-truth position"),
-    ("orbits.png", "Orbit of each operator"),
-    ("orbit_traversal.png", "The dominant operator's orbit from the anchor "
-     "that runs farthest along the true curve (both directions from it)"),
-    ("prior_samples.png", "Prior samples (VAELLS: around each anchor)"),
-    ("paths.png", "Paths between test pairs vs straight lines"),
-    ("posterior_contour.png", "Posterior contours (appendix C)"),
-    ("operator_magnitudes.png", "Operator magnitudes"),
+  ("ground_truth.png", "Ground-truth latent structure"),
+  ("latent_by_class.png", "Encoded test points by class, anchors as x"),
+  ("latent_by_position.png", "Encoded test points by ground-truth position"),
+  ("orbits.png", "Orbit of each operator"),
+  (
+    "orbit_traversal.png",
+    "The dominant operator's orbit from the anchor "
+    "that runs farthest along the true curve (both directions from it)",
+  ),
+  ("prior_samples.png", "Prior samples (VAELLS: around each anchor)"),
+  ("paths.png", "Paths between test pairs vs straight lines"),
+  ("posterior_contour.png", "Posterior contours (appendix C)"),
+  ("operator_magnitudes.png", "Operator magnitudes"),
 )
 
 
@@ -288,8 +352,12 @@ def write_markdown(workdir, numbers, cfg, figures=FIGURES):
     elif isinstance(value, list):
       value = ", ".join(f"{v:.3g}" for v in value)
     lines.append(f"| {key} | {value} |")
-  lines += ["", f"Config: steps={cfg.num_steps}, batch={cfg.batch_size}, "
-            f"M={cfg.num_ops}, seed={cfg.seed} (full config in config.json).", ""]
+  lines += [
+    "",
+    f"Config: steps={cfg.num_steps}, batch={cfg.batch_size}, "
+    f"M={cfg.num_ops}, seed={cfg.seed} (full config in config.json).",
+    "",
+  ]
   for name, caption in figures:
     if (workdir / name).exists():
       lines += [f"## {caption}", "", f"![{caption}]({name})", ""]

@@ -10,7 +10,9 @@ layout as JSON metadata.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
+import json
 import logging
 import os
 import pathlib
@@ -22,11 +24,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 __all__ = [
-    "CHECKPOINT_DIR",
-    "CheckpointError",
-    "checkpoint_steps",
-    "restore_checkpoint",
-    "save_checkpoint",
+  "CHECKPOINT_DIR",
+  "CheckpointError",
+  "checkpoint_steps",
+  "restore_checkpoint",
+  "save_checkpoint",
 ]
 
 CHECKPOINT_DIR = "checkpoints"
@@ -42,9 +44,11 @@ class CheckpointError(ValueError):
 
 def _manager(workdir, create: bool) -> ocp.CheckpointManager:
   options = ocp.CheckpointManagerOptions(
-      max_to_keep=KEEP, create=create, enable_async_checkpointing=False)
+    max_to_keep=KEEP, create=create, enable_async_checkpointing=False
+  )
   return ocp.CheckpointManager(
-      pathlib.Path(workdir).absolute() / CHECKPOINT_DIR, options=options)
+    pathlib.Path(workdir).absolute() / CHECKPOINT_DIR, options=options
+  )
 
 
 def checkpoint_steps(workdir) -> list[int]:
@@ -82,8 +86,8 @@ def save_checkpoint(workdir, state) -> int:
 
 def _drop_unretrieved_futures(record: logging.LogRecord) -> bool:
   return not record.getMessage().startswith(
-      ("Future exception was never retrieved",
-       "Task exception was never retrieved"))
+    ("Future exception was never retrieved", "Task exception was never retrieved")
+  )
 
 
 @contextlib.contextmanager
@@ -125,9 +129,33 @@ def _first_words(error: Exception, limit: int = 160) -> str:
 
 
 def _describe(tree) -> list[tuple[str, tuple, str]]:
-  return [(jax.tree_util.keystr(path), tuple(np.shape(leaf)),
-           str(np.asarray(leaf).dtype))
-          for path, leaf in jax.tree_util.tree_leaves_with_path(tree)]
+  return [
+    (jax.tree_util.keystr(path), tuple(np.shape(leaf)), str(np.asarray(leaf).dtype))
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+  ]
+
+
+def _check_layout(folder: pathlib.Path, target) -> None:
+  """Refuses a checkpoint whose top-level state fields are not ``target``'s.
+
+  A checkpoint of another layout of the training state (e.g. one that kept
+  ``psi`` and its rate beside ``params`` and ``opt_state``) is not
+  reinterpreted.
+  """
+  try:
+    saved = json.loads((folder / "default" / "_METADATA").read_text())
+    keys = saved["tree_metadata"]
+  except (OSError, ValueError, KeyError, TypeError):
+    return  # unreadable: the restore below reports it
+  found = sorted({key.strip("()").split(",")[0].strip(" '\"") for key in keys})
+  expected = sorted(f.name for f in dataclasses.fields(target))
+  if found != expected:
+    raise CheckpointError(
+      f"Checkpoint {folder} was written by another version of vaells_jax "
+      f"(its state holds {found}; this version's holds {expected}); it "
+      "cannot be resumed or loaded here: retrain, or use the version that "
+      "wrote it."
+    )
 
 
 def restore_checkpoint(workdir, target, step: int | None = None):
@@ -150,23 +178,29 @@ def restore_checkpoint(workdir, target, step: int | None = None):
     raise CheckpointError(f"No checkpoint in {folder}.")
   step = steps[-1] if step is None else step
   if step not in steps:
-    raise CheckpointError(f"No checkpoint for step {step} in {folder}; "
-                          f"there are: {steps}.")
+    raise CheckpointError(
+      f"No checkpoint for step {step} in {folder}; there are: {steps}."
+    )
+  _check_layout(folder / str(step), target)
   try:
     with _quiet_stderr(), _manager(workdir, create=False) as manager:
       restored = manager.restore(step, args=ocp.args.StandardRestore(target))
   except Exception as e:  # tensorstore, JSON and tree errors alike
     raise CheckpointError(
-        f"Checkpoint {folder / str(step)} is corrupt or was written by a "
-        f"different configuration ({_first_words(e)}).") from None
+      f"Checkpoint {folder / str(step)} is corrupt or was written by a "
+      f"different configuration ({_first_words(e)})."
+    ) from None
   expected, found = _describe(target), _describe(restored)
   if expected != found:
-    diff = next((e, f) for e, f in zip(expected + [None], found + [None],
-                                       strict=False) if e != f)
+    diff = next(
+      (e, f) for e, f in zip(expected + [None], found + [None], strict=False) if e != f
+    )
     raise CheckpointError(
-        f"Checkpoint {folder / str(step)} does not match this configuration: "
-        f"expected {diff[0]}, found {diff[1]}.")
+      f"Checkpoint {folder / str(step)} does not match this configuration: "
+      f"expected {diff[0]}, found {diff[1]}."
+    )
   if int(restored.step) != step:
-    raise CheckpointError(f"Checkpoint {folder / str(step)} holds step "
-                          f"{int(restored.step)}; it is corrupt.")
+    raise CheckpointError(
+      f"Checkpoint {folder / str(step)} holds step {int(restored.step)}; it is corrupt."
+    )
   return restored

@@ -23,8 +23,7 @@ def check_psi(psi) -> tuple[int, int]:
   """
   shape = jnp.shape(psi)
   if len(shape) != 3 or shape[1] != shape[2] or shape[0] < 1:
-    raise ValueError(
-        f"psi must have shape [M, d, d] with M >= 1, got {tuple(shape)}.")
+    raise ValueError(f"psi must have shape [M, d, d] with M >= 1, got {tuple(shape)}.")
   return shape[0], shape[1]
 
 
@@ -32,18 +31,21 @@ def _check_coeffs_and_points(psi, coeffs, z0) -> None:
   num_ops, dim = check_psi(psi)
   if jnp.ndim(coeffs) < 1 or jnp.shape(coeffs)[-1] != num_ops:
     raise ValueError(
-        f"coeffs must have shape [..., M] with M={num_ops} (the number of "
-        f"operators in psi), got {tuple(jnp.shape(coeffs))}.")
+      f"coeffs must have shape [..., M] with M={num_ops} (the number of "
+      f"operators in psi), got {tuple(jnp.shape(coeffs))}."
+    )
   if jnp.ndim(z0) < 1 or jnp.shape(z0)[-1] != dim:
     raise ValueError(
-        f"z0 must have shape [..., d] with d={dim} (psi is [M, d, d]), got "
-        f"{tuple(jnp.shape(z0))}.")
+      f"z0 must have shape [..., d] with d={dim} (psi is [M, d, d]), got "
+      f"{tuple(jnp.shape(z0))}."
+    )
   try:
     jnp.broadcast_shapes(jnp.shape(coeffs)[:-1], jnp.shape(z0)[:-1])
   except ValueError:
     raise ValueError(
-        "The leading dimensions of coeffs and z0 do not broadcast: "
-        f"{tuple(jnp.shape(coeffs))} vs {tuple(jnp.shape(z0))}.") from None
+      "The leading dimensions of coeffs and z0 do not broadcast: "
+      f"{tuple(jnp.shape(coeffs))} vs {tuple(jnp.shape(z0))}."
+    ) from None
 
 
 def generator(psi, coeffs):

@@ -54,16 +54,17 @@ def _check_images(x, name: str = "x") -> np.ndarray:
   x = np.asarray(x)
   if x.ndim != 2 or x.shape[1] != _PIXELS:
     raise ValueError(
-        f"{name} must be flattened 28 x 28 images [N, {_PIXELS}], got shape "
-        f"{x.shape}.")
+      f"{name} must be flattened 28 x 28 images [N, {_PIXELS}], got shape {x.shape}."
+    )
   if x.shape[0] == 0:
     raise ValueError(f"{name} holds no images (shape {x.shape}).")
   if not np.all(np.isfinite(x)):
     raise ValueError(f"{name} contains non-finite values.")
   if x.min() < 0.0 or x.max() > 1.0:
     raise ValueError(
-        f"{name} must hold intensities in [0, 1], got range "
-        f"[{x.min():.3g}, {x.max():.3g}]; divide uint8 pixels by 255.")
+      f"{name} must hold intensities in [0, 1], got range "
+      f"[{x.min():.3g}, {x.max():.3g}]; divide uint8 pixels by 255."
+    )
   return x.astype(np.float32)
 
 
@@ -75,11 +76,12 @@ def _check_labels(y, n: int) -> np.ndarray:
     raise ValueError(f"labels y must be integers, got dtype {y.dtype}.")
   if y.shape[0] != n:
     raise ValueError(
-        f"x holds {n} images but y holds {y.shape[0]} labels; they must match.")
+      f"x holds {n} images but y holds {y.shape[0]} labels; they must match."
+    )
   if y.min() < 0 or y.max() >= _CLASSES:
     raise ValueError(
-        f"labels y must lie in 0..{_CLASSES - 1}, got range "
-        f"[{y.min()}, {y.max()}].")
+      f"labels y must lie in 0..{_CLASSES - 1}, got range [{y.min()}, {y.max()}]."
+    )
   return y.astype(np.int32)
 
 
@@ -89,8 +91,9 @@ def _check_positive(**values):
       raise ValueError(f"{name} must be positive, got {value}.")
 
 
-def train_classifier(x, y, *, key, num_steps: int = 600, batch_size: int = 32,
-                     learning_rate: float = 3e-3) -> dict:
+def train_classifier(
+  x, y, *, key, num_steps: int = 600, batch_size: int = 32, learning_rate: float = 3e-3
+) -> dict:
   """Trains ``DigitCNN`` with Adam on minibatches drawn with replacement.
 
   The step size decays from ``learning_rate`` to 0 on a cosine schedule. With
@@ -115,8 +118,9 @@ def train_classifier(x, y, *, key, num_steps: int = 600, batch_size: int = 32,
   """
   x = _check_images(x)
   y = _check_labels(y, x.shape[0])
-  _check_positive(num_steps=num_steps, batch_size=batch_size,
-                  learning_rate=learning_rate)
+  _check_positive(
+    num_steps=num_steps, batch_size=batch_size, learning_rate=learning_rate
+  )
   init_key, batch_key = jax.random.split(key)
   variables = _MODEL.init(init_key, jnp.zeros((1, _PIXELS)))
   opt_state = optax.adam(learning_rate).init(variables)
@@ -125,14 +129,19 @@ def train_classifier(x, y, *, key, num_steps: int = 600, batch_size: int = 32,
     # Cosine decay from learning_rate to 0; a traced scalar, so no recompiles.
     rate = 0.5 * learning_rate * (1.0 + math.cos(math.pi * step / num_steps))
     variables, opt_state = _train_step(
-        variables, opt_state, jax.random.fold_in(batch_key, step), x, y,
-        np.float32(rate), batch_size=batch_size)
+      variables,
+      opt_state,
+      jax.random.fold_in(batch_key, step),
+      x,
+      y,
+      np.float32(rate),
+      batch_size=batch_size,
+    )
   return variables
 
 
 @functools.partial(jax.jit, static_argnames="batch_size")
-def _train_step(variables, opt_state, key, x, y, learning_rate, *,
-                batch_size: int):
+def _train_step(variables, opt_state, key, x, y, learning_rate, *, batch_size: int):
   """One Adam step on ``batch_size`` images of ``x [N, 784]`` drawn by ``key``."""
   idx = jax.random.randint(key, (batch_size,), 0, x.shape[0])
 
@@ -171,8 +180,10 @@ def predict(variables, x, batch_size: int = 1000) -> np.ndarray:
   n = x.shape[0]
   batch_size = min(batch_size, n)
   padded = np.pad(x, ((0, -n % batch_size), (0, 0)))
-  out = [_predict_batch(variables, padded[i:i + batch_size])
-         for i in range(0, padded.shape[0], batch_size)]
+  out = [
+    _predict_batch(variables, padded[i : i + batch_size])
+    for i in range(0, padded.shape[0], batch_size)
+  ]
   return np.asarray(jnp.concatenate(out))[:n].astype(np.int64)
 
 

@@ -18,8 +18,10 @@ def _check_labels(labels, num_points):
     return np.zeros(num_points, np.int64)
   labels = np.asarray(labels)
   if labels.shape != (num_points,) or not np.issubdtype(labels.dtype, np.integer):
-    raise ValueError(f"labels must be integers of shape [{num_points}], got "
-                     f"{labels.dtype} {labels.shape}.")
+    raise ValueError(
+      f"labels must be integers of shape [{num_points}], got "
+      f"{labels.dtype} {labels.shape}."
+    )
   if labels.min() < 0:
     raise ValueError(f"labels must be >= 0, got {labels.min()}.")
   missing = sorted(set(range(labels.max() + 1)) - set(labels.tolist()))
@@ -34,8 +36,10 @@ def _choose_anchors(x, labels, per_class, rng):
   for c in range(labels.max() + 1):
     idx = np.flatnonzero(labels == c)
     if len(idx) < per_class:
-      raise ValueError(f"class {c} has {len(idx)} training points, fewer than "
-                       f"anchors_per_class={per_class}.")
+      raise ValueError(
+        f"class {c} has {len(idx)} training points, fewer than "
+        f"anchors_per_class={per_class}."
+      )
     chosen.append(x[rng.choice(idx, per_class, replace=False)])
   return np.stack(chosen)
 
@@ -45,16 +49,28 @@ def _check_anchors(anchors, num_classes, dim):
   if anchors.ndim == 2:
     anchors = anchors[None]
   if anchors.ndim != 3 or anchors.shape[0] != num_classes or anchors.shape[2] != dim:
-    raise ValueError(f"anchors must be [C={num_classes}, A, D={dim}] (or [A, D] "
-                     f"for one class), got {anchors.shape}.")
+    raise ValueError(
+      f"anchors must be [C={num_classes}, A, D={dim}] (or [A, D] "
+      f"for one class), got {anchors.shape}."
+    )
   if not np.all(np.isfinite(anchors)):
     raise ValueError("anchors contain non-finite values.")
   return anchors
 
 
-def fit(x, labels=None, anchors=None, *, config: Config | None = None,
-        anchors_per_class=3, test_fraction=0.2, workdir=None, log=print,
-        resume=False, overwrite=False):
+def fit(
+  x,
+  labels=None,
+  anchors=None,
+  *,
+  config: Config | None = None,
+  anchors_per_class=3,
+  test_fraction=0.2,
+  workdir=None,
+  log=print,
+  resume=False,
+  overwrite=False,
+):
   """Trains VAELLS on ``x`` and returns the trained model (as ``load`` does).
 
   A seeded ``test_fraction`` of the points is held out for the metrics. The
@@ -85,27 +101,42 @@ def fit(x, labels=None, anchors=None, *, config: Config | None = None,
     ValueError: for non-finite or misshapen data, labels or anchors, too few
       points for the batch size or the split, or a ``workdir`` that already
       holds a run (without ``resume`` or ``overwrite``).
-    vaells_jax.checkpoint.CheckpointError: when resuming from a corrupt
+    vaells_jax.training.checkpoint.CheckpointError: when resuming from a corrupt
       checkpoint or one of another configuration.
-    vaells_jax.runner.TrainingDiverged: when the loss stays non-finite.
+    vaells_jax.runs.runner.TrainingDiverged: when the loss stays non-finite.
   """
-  from vaells_jax.runner import train_and_evaluate  # imports jax, optax
+  from vaells_jax.runs.runner import train_and_evaluate  # imports jax, optax
 
   config = Config() if config is None else config
-  data = user_dataset(x, labels, anchors, seed=config.seed,
-                      anchors_per_class=anchors_per_class,
-                      test_fraction=test_fraction, batch_size=config.batch_size)
+  data = user_dataset(
+    x,
+    labels,
+    anchors,
+    seed=config.seed,
+    anchors_per_class=anchors_per_class,
+    test_fraction=test_fraction,
+    batch_size=config.batch_size,
+  )
   workdir = workdir or tempfile.mkdtemp(prefix="vaells_")
-  trained, _ = train_and_evaluate(config, data, workdir, log, resume=resume,
-                                  overwrite=overwrite)
+  trained, _ = train_and_evaluate(
+    config, data, workdir, log, resume=resume, overwrite=overwrite
+  )
   return trained
 
 
-def user_dataset(x, labels=None, anchors=None, *, seed=0, anchors_per_class=3,
-                 test_fraction=0.2, batch_size=1) -> SyntheticData:
+def user_dataset(
+  x,
+  labels=None,
+  anchors=None,
+  *,
+  seed=0,
+  anchors_per_class=3,
+  test_fraction=0.2,
+  batch_size=1,
+) -> SyntheticData:
   """A user's arrays as the data set :func:`fit` trains on (split by ``seed``).
 
-  Also what :func:`vaells_jax.compare.run_comparison` needs to compare the
+  Also what :func:`vaells_jax.runs.compare.run_comparison` needs to compare the
   models on your data: ``make_data=lambda c: user_dataset(x, labels,
   seed=c.seed, batch_size=c.batch_size)``. Arguments as :func:`fit`'s;
   ``batch_size`` is the least number of training points.
@@ -124,15 +155,29 @@ def user_dataset(x, labels=None, anchors=None, *, seed=0, anchors_per_class=3,
   num_test = max(2, math.ceil(test_fraction * x.shape[0]))
   test, train = order[:num_test], order[num_test:]
   if len(train) < batch_size:
-    raise ValueError(f"{len(train)} training points (after holding out "
-                     f"{num_test}) are fewer than config.batch_size="
-                     f"{batch_size}.")
+    raise ValueError(
+      f"{len(train)} training points (after holding out "
+      f"{num_test}) are fewer than config.batch_size="
+      f"{batch_size}."
+    )
   num_classes = int(labels.max()) + 1
   if anchors is None:
     anchors = _choose_anchors(x[train], labels[train], anchors_per_class, rng)
   anchors = _check_anchors(anchors, num_classes, x.shape[1])
   return SyntheticData(
-      x_train=x[train], labels_train=labels[train], pos_train=None, t_train=None,
-      x_test=x[test], labels_test=labels[test], pos_test=None, t_test=None,
-      anchors=anchors, anchor_pos=None, mapping=None, noise_std=float("nan"),
-      manifold=None, manifold_labels=None, name="user")
+    x_train=x[train],
+    labels_train=labels[train],
+    pos_train=None,
+    t_train=None,
+    x_test=x[test],
+    labels_test=labels[test],
+    pos_test=None,
+    t_test=None,
+    anchors=anchors,
+    anchor_pos=None,
+    mapping=None,
+    noise_std=float("nan"),
+    manifold=None,
+    manifold_labels=None,
+    name="user",
+  )

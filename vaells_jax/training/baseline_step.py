@@ -1,6 +1,6 @@
 """Training state and step of the baselines (VAE, VampPrior, hyperspherical VAE).
 
-The runner (:mod:`vaells_jax.runner`) trains a baseline with the same loop,
+The runner (:mod:`vaells_jax.runs.runner`) trains a baseline with the same loop,
 checkpoints, batches and logs as VAELLS when ``config.model`` names one. The
 baseline shares VAELLS's networks (``config.network``, ``config.hidden``),
 data, batch size, step budget and network optimiser (Adam, ``lr_net``,
@@ -20,46 +20,51 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vaells_jax.baselines import Baseline
 from vaells_jax.config import Config
-from vaells_jax.data.mnist import rotate_images
-from vaells_jax.train import all_finite, jit_step, select_tree
+from vaells_jax.data.augment import randomly_rotated
+from vaells_jax.models.baselines import Baseline
+from vaells_jax.training.optim import SkippedSteps, skip_if_not_finite
+from vaells_jax.training.step import jit_step, poison_if_not_finite
 
 __all__ = [
-    "BaselineState",
-    "create_baseline",
-    "init_baseline_state",
-    "make_baseline_step",
+  "BaselineState",
+  "create_baseline",
+  "init_baseline_state",
+  "make_baseline_step",
 ]
 
 
 @flax.struct.dataclass
-class BaselineState:
+class BaselineState(SkippedSteps):
   """Everything that changes while a baseline trains.
 
   Attributes:
     step: steps taken, scalar int.
-    params: the baseline's parameters (:func:`vaells_jax.baselines.init`).
-    opt_state: optax state.
-    net_skipped: steps skipped for a non-finite loss or gradient.
-    bad_streak: consecutive such steps up to this one.
+    params: the baseline's parameters (:func:`vaells_jax.models.baselines.init`).
+    opt_state: optax state (Adam inside
+      :func:`~vaells_jax.training.optim.skip_if_not_finite`; its counters read
+      through ``net_skipped`` and ``bad_streak``).
   """
 
   step: jax.Array
   params: Any
   opt_state: Any
-  net_skipped: jax.Array
-  bad_streak: jax.Array
 
 
 def create_baseline(config: Config, data_dim: int) -> Baseline:
   """The baseline ``config.model`` for ``data_dim``-dimensional inputs."""
-  return Baseline.create(config.model, data_dim, config.latent_dim,
-                         config.hidden, config.network, config.baseline_zeta1)
+  return Baseline.create(
+    config.model,
+    data_dim,
+    config.latent_dim,
+    config.hidden,
+    config.network,
+    config.baseline_zeta1,
+  )
 
 
 def _optimizer(config: Config) -> optax.GradientTransformation:
-  return optax.adam(config.lr_net, b1=0.5, b2=0.999)
+  return skip_if_not_finite(optax.adam(config.lr_net, b1=0.5, b2=0.999))
 
 
 def init_baseline_state(key, config: Config, x_train) -> BaselineState:
@@ -77,27 +82,34 @@ def init_baseline_state(key, config: Config, x_train) -> BaselineState:
   baseline = create_baseline(config, x_train.shape[1])
   k_enc, k_dec = jax.random.split(key)
   params = {
-      "encoder": baseline.encoder.init(
-          k_enc, jnp.zeros((1, baseline.input_dim)))["params"],
-      "decoder": baseline.decoder.init(
-          k_dec, jnp.zeros((1, baseline.latent_dim)))["params"],
+    "encoder": baseline.encoder.init(k_enc, jnp.zeros((1, baseline.input_dim)))[
+      "params"
+    ],
+    "decoder": baseline.decoder.init(k_dec, jnp.zeros((1, baseline.latent_dim)))[
+      "params"
+    ],
   }
   if config.model == "vampprior":
     if config.num_pseudo > x_train.shape[0]:
-      raise ValueError(f"config.num_pseudo={config.num_pseudo} is more than the "
-                       f"{x_train.shape[0]} training points that initialise "
-                       "the VampPrior's pseudo-inputs.")
+      raise ValueError(
+        f"config.num_pseudo={config.num_pseudo} is more than the "
+        f"{x_train.shape[0]} training points that initialise "
+        "the VampPrior's pseudo-inputs."
+      )
     rng = np.random.default_rng([config.seed, 7])
     params["pseudo_inputs"] = jnp.asarray(
-        x_train[rng.choice(x_train.shape[0], config.num_pseudo, replace=False)])
-  zero = jnp.zeros((), jnp.int32)
-  return BaselineState(step=zero, params=params,
-                       opt_state=_optimizer(config).init(params),
-                       net_skipped=zero, bad_streak=zero)
+      x_train[rng.choice(x_train.shape[0], config.num_pseudo, replace=False)]
+    )
+  return BaselineState(
+    step=jnp.zeros((), jnp.int32),
+    params=params,
+    opt_state=_optimizer(config).init(params),
+  )
 
 
-def make_baseline_step(config: Config, data_dim: int,
-                       mesh: jax.sharding.Mesh | None = None):
+def make_baseline_step(
+  config: Config, data_dim: int, mesh: jax.sharding.Mesh | None = None
+):
   """Builds the jitted ``step(state, batch, key) -> (state, metrics)``.
 
   ``batch`` is ``{"x": [B, D], "label": [B]}`` (labels unused). With
@@ -105,7 +117,7 @@ def make_baseline_step(config: Config, data_dim: int,
   as VAELLS's rotated-MNIST step does. A step with a non-finite loss or
   gradient leaves the parameters unchanged and is counted. With a ``mesh``
   the batch is split over its ``"data"`` axis (as
-  :func:`vaells_jax.train.make_train_step`).
+  :func:`vaells_jax.training.step.make_train_step`).
   """
   baseline = create_baseline(config, data_dim)
   optimizer = _optimizer(config)
@@ -114,21 +126,23 @@ def make_baseline_step(config: Config, data_dim: int,
     k_rot, k_elbo = jax.random.split(key)
     x = batch["x"]
     if config.input_rotation:
-      x = rotate_images(x, jax.random.uniform(
-          k_rot, x.shape[:1], maxval=config.input_rotation))
-    (loss, terms), grads = jax.value_and_grad(
-        baseline.loss_and_terms, has_aux=True)(state.params, x, k_elbo)
-    finite = jnp.isfinite(loss) & all_finite(grads)
+      x = randomly_rotated(k_rot, x, config.input_rotation)
+    (loss, terms), grads = jax.value_and_grad(baseline.loss_and_terms, has_aux=True)(
+      state.params, x, k_elbo
+    )
+    grads = poison_if_not_finite(loss, grads)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     new_state = state.replace(
-        step=state.step + 1,
-        params=select_tree(finite, optax.apply_updates(state.params, updates),
-                       state.params),
-        opt_state=select_tree(finite, opt_state, state.opt_state),
-        net_skipped=state.net_skipped + (~finite).astype(jnp.int32),
-        bad_streak=jnp.where(finite, 0, state.bad_streak + 1))
-    metrics = {"loss": loss, "log_px": jnp.mean(terms.log_px),
-               "kl": jnp.mean(terms.kl), "net_skipped": new_state.net_skipped}
+      step=state.step + 1,
+      params=optax.apply_updates(state.params, updates),
+      opt_state=opt_state,
+    )
+    metrics = {
+      "loss": loss,
+      "log_px": jnp.mean(terms.log_px),
+      "kl": jnp.mean(terms.kl),
+      "net_skipped": new_state.net_skipped,
+    }
     return new_state, metrics
 
   return jit_step(step, mesh)

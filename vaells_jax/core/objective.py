@@ -10,19 +10,22 @@ come from :func:`vaells_jax.infer_coefficients` and enter as constants.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from vaells_jax.transport import transport
+from vaells_jax.core.transport import transport
 
 __all__ = [
-    "frobenius_penalty",
-    "gaussian_log_norm",
-    "laplace_log_norm",
-    "posterior_log_density",
-    "prior_log_density",
-    "reconstruction_error",
+  "LogWeights",
+  "frobenius_penalty",
+  "gaussian_log_norm",
+  "iwae_bound",
+  "laplace_log_norm",
+  "posterior_log_density",
+  "prior_log_density",
+  "reconstruction_error",
 ]
 
 
@@ -49,12 +52,22 @@ def posterior_log_density(psi, coeffs, start, z, data_weight, l1_weight):
   """
   coeffs = jax.lax.stop_gradient(coeffs)
   residual = z - transport(psi, coeffs, start)
-  return (-0.5 * data_weight * jnp.sum(residual**2, axis=-1)
-          - l1_weight * jnp.sum(jnp.abs(coeffs), axis=-1))
+  return -0.5 * data_weight * jnp.sum(residual**2, axis=-1) - l1_weight * jnp.sum(
+    jnp.abs(coeffs), axis=-1
+  )
 
 
-def prior_log_density(psi, coeffs, anchors, z, data_weight, l1_weight, *,
-                      closest=False, inference_objective=None):
+def prior_log_density(
+  psi,
+  coeffs,
+  anchors,
+  z,
+  data_weight,
+  l1_weight,
+  *,
+  closest=False,
+  inference_objective=None,
+):
   """``log p(z)`` up to ``C2``: the mixture over the sample's anchors.
 
   ``logsumexp_i [-1/2 zeta4 ||z - T(c_i) a_i||^2 - zeta5 ||c_i||_1] - log N_a``,
@@ -78,8 +91,9 @@ def prior_log_density(psi, coeffs, anchors, z, data_weight, l1_weight, *,
   Raises:
     ValueError: if ``closest`` and no ``inference_objective`` is given.
   """
-  per_anchor = posterior_log_density(psi, coeffs, anchors, z[..., None, :],
-                                     data_weight, l1_weight)
+  per_anchor = posterior_log_density(
+    psi, coeffs, anchors, z[..., None, :], data_weight, l1_weight
+  )
   if closest:
     if inference_objective is None:
       raise ValueError("closest=True needs the inference_objective of each anchor.")
@@ -101,3 +115,22 @@ def gaussian_log_norm(dim, std):
 def laplace_log_norm(num_ops, scale):
   """``M log(1 / (2 b))``: the normaliser of the factorial Laplace(0, b)."""
   return -num_ops * jnp.log(2.0 * scale)
+
+
+class LogWeights(NamedTuple):
+  """Terms of the importance weights, each ``[P, K]`` (constants included)."""
+
+  log_px: jax.Array  # log p(x | w_k)
+  log_prior: jax.Array  # log p(w_k)
+  log_q: jax.Array  # log q(w_k | x)
+  samples: jax.Array  # w_k, [P, K, d] on the inference scale
+
+  @property
+  def total(self):
+    return self.log_px + self.log_prior - self.log_q
+
+
+def iwae_bound(log_w):
+  """``logmeanexp`` over the last axis: ``[..., K] -> [...]`` (Burda et al.)."""
+  log_w = jnp.asarray(log_w)
+  return jax.nn.logsumexp(log_w, axis=-1) - math.log(log_w.shape[-1])

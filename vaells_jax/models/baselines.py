@@ -9,17 +9,17 @@
   estimate ``log q(z | x) - log p(z)``.
 * ``"svae"`` (Davidson et al. 2018): ``q(z | x) = vMF(mu(x), kappa(x))`` on the
   sphere ``S^{d-1}`` in ``R^d`` (``d = latent_dim``), ``p(z)`` uniform on it,
-  closed-form KL (:func:`vaells_jax.vmf.vmf_kl_to_uniform`). Densities on the
+  closed-form KL (:func:`vaells_jax.models.vmf.vmf_kl_to_uniform`). Densities on the
   sphere are w.r.t. its surface measure.
 
-The observation model is VAELLS's (:mod:`vaells_jax.likelihood`):
+The observation model is VAELLS's (:mod:`vaells_jax.evaluation.likelihood`):
 ``log p(x | z) = -1/2 zeta1 ||x - g(z)||^2 - D/2 log 2 pi - D log sigma`` with
 ``sigma = zeta1^(-1/2)``, so log-likelihoods are comparable when ``zeta1`` is
-the VAELLS run's. The networks are those of :mod:`vaells_jax.models`; the
+the VAELLS run's. The networks are those of :mod:`vaells_jax.models.networks`; the
 encoder's last layer is widened to give the posterior's parameters.
 
 A :class:`Baseline` is a static description (hashable, like
-:class:`vaells_jax.train.Model`); parameters are a separate pytree and every
+:class:`vaells_jax.training.step.Model`); parameters are a separate pytree and every
 method is a pure, jittable function of ``params``, arrays and a key::
 
   baseline, params = init(key, "vae", input_dim=784, latent_dim=10)
@@ -40,114 +40,43 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.config import NETWORKS, Config
-from vaells_jax.likelihood import LogWeights, iwae_bound
-from vaells_jax.models import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
-from vaells_jax.objective import gaussian_log_norm, reconstruction_error
-from vaells_jax.vmf import (
-    log_sphere_area,
-    sample_vmf,
-    vmf_kl_to_uniform,
-    vmf_log_prob,
+from vaells_jax.core.objective import (
+  LogWeights,
+  iwae_bound,
+)
+from vaells_jax.models.densities import (
+  gaussian_kl_to_standard_normal,
+  gaussian_log_prob,
+  observation_log_prob,
+  standard_normal_log_prob,
+  vampprior_log_prob,
+)
+from vaells_jax.models.networks import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
+from vaells_jax.models.vmf import (
+  log_sphere_area,
+  sample_vmf,
+  vmf_kl_to_uniform,
+  vmf_log_prob,
 )
 
 __all__ = [
-    "MODELS",
-    "Baseline",
-    "BaselineEncoder",
-    "ElboTerms",
-    "GaussianPosterior",
-    "VmfPosterior",
-    "gaussian_kl_to_standard_normal",
-    "gaussian_log_prob",
-    "init",
-    "observation_log_prob",
-    "standard_normal_log_prob",
-    "vampprior_log_prob",
+  "MODELS",
+  "Baseline",
+  "BaselineEncoder",
+  "ElboTerms",
+  "GaussianPosterior",
+  "VmfPosterior",
+  "gaussian_kl_to_standard_normal",
+  "gaussian_log_prob",
+  "init",
+  "observation_log_prob",
+  "standard_normal_log_prob",
+  "vampprior_log_prob",
 ]
 
 MODELS = ("vae", "vampprior", "svae")
 _LOG_2PI = math.log(2.0 * math.pi)
 _CONV_INPUT_DIM = 784
-
-
-# ----------------------------------------------------------------------------
-# Log densities (pure).
-
-
-def gaussian_log_prob(z, mean, log_var):
-  """``log N(z; mean, diag exp(log_var))``, constants included.
-
-  Args:
-    z: points ``[..., d]``.
-    mean: means ``[..., d]``, broadcasting with ``z``.
-    log_var: log-variances ``[..., d]``, broadcasting with ``z``.
-
-  Returns:
-    ``[...]``, the broadcast batch shape.
-  """
-  return -0.5 * jnp.sum(
-      _LOG_2PI + log_var + jnp.square(z - mean) * jnp.exp(-log_var), axis=-1)
-
-
-def standard_normal_log_prob(z):
-  """``log N(z; 0, I)``: ``[..., d] -> [...]``."""
-  return -0.5 * jnp.sum(_LOG_2PI + jnp.square(z), axis=-1)
-
-
-def gaussian_kl_to_standard_normal(mean, log_var):
-  """``KL(N(mean, diag exp(log_var)) || N(0, I))`` in closed form.
-
-  Args:
-    mean: ``[..., d]``.
-    log_var: ``[..., d]``.
-
-  Returns:
-    ``1/2 sum(exp(log_var) + mean^2 - 1 - log_var)``, ``[...]`` (nats).
-  """
-  return 0.5 * jnp.sum(jnp.exp(log_var) + jnp.square(mean) - 1.0 - log_var,
-                       axis=-1)
-
-
-def vampprior_log_prob(z, pseudo_means, pseudo_log_vars):
-  """Log density of the uniform mixture of ``K`` diagonal Gaussians.
-
-  ``log 1/K sum_k N(z; m_k, diag exp(v_k))``, by ``logsumexp`` over ``k``.
-
-  Args:
-    z: points ``[..., d]``.
-    pseudo_means: component means ``[K, d]``.
-    pseudo_log_vars: component log-variances ``[K, d]``.
-
-  Returns:
-    ``[...]``.
-
-  Raises:
-    ValueError: if the shapes are not ``[..., d]``, ``[K, d]``, ``[K, d]``.
-  """
-  means, log_vars = jnp.asarray(pseudo_means), jnp.asarray(pseudo_log_vars)
-  if (means.ndim != 2 or means.shape != log_vars.shape or jnp.ndim(z) < 1
-      or jnp.shape(z)[-1] != means.shape[-1]):
-    raise ValueError(
-        "vampprior_log_prob expects z [..., d] and pseudo_means, "
-        f"pseudo_log_vars [K, d]; got {jnp.shape(z)}, {means.shape}, "
-        f"{log_vars.shape}.")
-  per_component = gaussian_log_prob(jnp.expand_dims(z, -2), means, log_vars)
-  return jax.nn.logsumexp(per_component, axis=-1) - math.log(means.shape[0])
-
-
-def observation_log_prob(x, x_hat, zeta1):
-  """``log N(x; x_hat, I / zeta1)``, VAELLS's ``log p(x | z)`` with ``x_hat = g(z)``.
-
-  Args:
-    x: data ``[..., D]``.
-    x_hat: decoded means ``[..., D]``, broadcasting with ``x``.
-    zeta1: the observation precision ``> 0``.
-
-  Returns:
-    ``-zeta1/2 ||x - x_hat||^2 + C1``, ``[...]``.
-  """
-  c1 = gaussian_log_norm(jnp.shape(x)[-1], 1.0 / math.sqrt(zeta1))
-  return -zeta1 * reconstruction_error(x, x_hat) + c1
 
 
 # ----------------------------------------------------------------------------
@@ -201,7 +130,8 @@ class BaselineEncoder(nn.Module):
     direction = raw[..., :d]
     sq_norm = jnp.sum(jnp.square(direction), axis=-1, keepdims=True)
     direction = direction * jax.lax.rsqrt(
-        jnp.maximum(sq_norm, jnp.finfo(raw.dtype).tiny))
+      jnp.maximum(sq_norm, jnp.finfo(raw.dtype).tiny)
+    )
     return VmfPosterior(direction, nn.softplus(raw[..., d]) + 1.0)
 
 
@@ -237,9 +167,15 @@ class Baseline(NamedTuple):
   zeta1: float
 
   @classmethod
-  def create(cls, model: str, input_dim: int, latent_dim: int,
-             hidden: Sequence[int] = (512,), network: str = "mlp",
-             zeta1: float = Config.zeta1) -> Baseline:
+  def create(
+    cls,
+    model: str,
+    input_dim: int,
+    latent_dim: int,
+    hidden: Sequence[int] = (512,),
+    network: str = "mlp",
+    zeta1: float = Config.zeta1,
+  ) -> Baseline:
     """Validates the settings and builds the networks (see :func:`init`)."""
     if model not in MODELS:
       raise ValueError(f"model must be one of {MODELS}, got {model!r}.")
@@ -248,20 +184,29 @@ class Baseline(NamedTuple):
     input_dim = _positive_int("input_dim", input_dim)
     latent_dim = _positive_int("latent_dim", latent_dim)
     if model == "svae" and latent_dim < 2:
-      raise ValueError(f"svae needs latent_dim >= 2 (the sphere S^(d-1) in R^d),"
-                       f" got latent_dim={latent_dim}.")
+      raise ValueError(
+        f"svae needs latent_dim >= 2 (the sphere S^(d-1) in R^d),"
+        f" got latent_dim={latent_dim}."
+      )
     if network == "conv" and input_dim != _CONV_INPUT_DIM:
-      raise ValueError(f"network='conv' is for 28 x 28 images: input_dim must be "
-                       f"784, got {input_dim}; use network='mlp'.")
+      raise ValueError(
+        f"network='conv' is for 28 x 28 images: input_dim must be "
+        f"784, got {input_dim}; use network='mlp'."
+      )
     hidden = _check_hidden(hidden)
-    if (not isinstance(zeta1, numbers.Real) or isinstance(zeta1, bool)
-        or not 0 < zeta1 < math.inf):
-      raise ValueError(f"zeta1 (the observation precision) must be a finite "
-                       f"number > 0, got {zeta1!r}.")
+    if (
+      not isinstance(zeta1, numbers.Real)
+      or isinstance(zeta1, bool)
+      or not 0 < zeta1 < math.inf
+    ):
+      raise ValueError(
+        f"zeta1 (the observation precision) must be a finite number > 0, got {zeta1!r}."
+      )
     family = "vmf" if model == "svae" else "gaussian"
     encoder = BaselineEncoder(latent_dim, family, network, hidden)
-    decoder = (ConvDecoder(input_dim) if network == "conv"
-               else MLPDecoder(input_dim, hidden))
+    decoder = (
+      ConvDecoder(input_dim) if network == "conv" else MLPDecoder(input_dim, hidden)
+    )
     return cls(model, encoder, decoder, input_dim, latent_dim, float(zeta1))
 
   def encode(self, params, x):
@@ -292,10 +237,12 @@ class Baseline(NamedTuple):
   def posterior_log_prob(self, posterior, z):
     """``log q(z | x)``: ``z [..., n, d]``, ``posterior [..., d]`` -> ``[..., n]``."""
     if self.model == "svae":
-      return vmf_log_prob(z, posterior.mean_direction[..., None, :],
-                          posterior.kappa[..., None])
-    return gaussian_log_prob(z, posterior.mean[..., None, :],
-                             posterior.log_var[..., None, :])
+      return vmf_log_prob(
+        z, posterior.mean_direction[..., None, :], posterior.kappa[..., None]
+      )
+    return gaussian_log_prob(
+      z, posterior.mean[..., None, :], posterior.log_var[..., None, :]
+    )
 
   def sample_posterior(self, params, key, x, n: int):
     """Reparameterised samples of ``q(z | x)``.
@@ -328,8 +275,9 @@ class Baseline(NamedTuple):
       comps = self.prior_components(params)
       k_pick, k_sample = jax.random.split(key)
       pick = jax.random.randint(k_pick, (n,), 0, comps.mean.shape[0])
-      return _sample(GaussianPosterior(comps.mean[pick], comps.log_var[pick]),
-                     k_sample, 1)[:, 0]
+      return _sample(
+        GaussianPosterior(comps.mean[pick], comps.log_var[pick]), k_sample, 1
+      )[:, 0]
     dtype = jax.tree_util.tree_leaves(params["decoder"])[0].dtype
     g = jax.random.normal(key, (n, self.latent_dim), dtype)
     if self.model == "svae":
@@ -355,8 +303,9 @@ class Baseline(NamedTuple):
     elif self.model == "svae":
       kl = vmf_kl_to_uniform(posterior.kappa, self.latent_dim)
     else:
-      kl = (self.posterior_log_prob(posterior, z)
-            - self.prior_log_prob(params, z))[..., 0]
+      kl = (self.posterior_log_prob(posterior, z) - self.prior_log_prob(params, z))[
+        ..., 0
+      ]
     return ElboTerms(log_px, kl, log_px - kl, z[..., 0, :])
 
   def loss_and_terms(self, params, x, key) -> tuple[jax.Array, ElboTerms]:
@@ -378,15 +327,15 @@ class Baseline(NamedTuple):
       num_samples: ``K`` (static).
 
     Returns:
-      A :class:`vaells_jax.likelihood.LogWeights` of ``[B, K]`` terms, every
+      A :class:`vaells_jax.evaluation.likelihood.LogWeights` of ``[B, K]`` terms, every
       constant included (``samples`` is ``[B, K, d]``), as VAELLS's.
     """
     posterior = self.encode(params, x)
     z = _sample(posterior, key, _positive_int("num_samples", num_samples))
-    log_px = observation_log_prob(x[..., None, :], self.decode(params, z),
-                                  self.zeta1)
-    return LogWeights(log_px, self.prior_log_prob(params, z),
-                      self.posterior_log_prob(posterior, z), z)
+    log_px = observation_log_prob(x[..., None, :], self.decode(params, z), self.zeta1)
+    return LogWeights(
+      log_px, self.prior_log_prob(params, z), self.posterior_log_prob(posterior, z), z
+    )
 
   def log_likelihood(self, params, x, key, num_samples: int):
     """Importance-sampled ``log p(x)`` (Burda et al. 2016).
@@ -418,10 +367,18 @@ def _sample(posterior, key, n: int):
   return mean[..., None, :] + jnp.exp(0.5 * log_var)[..., None, :] * eps
 
 
-def init(key, model: str, input_dim: int, latent_dim: int,
-         hidden: Sequence[int] = (512,), num_pseudo: int = 100,
-         pseudo_init=None, *, network: str = "mlp",
-         zeta1: float = Config.zeta1) -> tuple[Baseline, dict]:
+def init(
+  key,
+  model: str,
+  input_dim: int,
+  latent_dim: int,
+  hidden: Sequence[int] = (512,),
+  num_pseudo: int = 100,
+  pseudo_init=None,
+  *,
+  network: str = "mlp",
+  zeta1: float = Config.zeta1,
+) -> tuple[Baseline, dict]:
   """Builds a baseline and initialises its parameters.
 
   Args:
@@ -446,22 +403,27 @@ def init(key, model: str, input_dim: int, latent_dim: int,
   """
   baseline = Baseline.create(model, input_dim, latent_dim, hidden, network, zeta1)
   if model != "vampprior" and pseudo_init is not None:
-    raise ValueError(f"pseudo_init is only used by 'vampprior', not {model!r}; "
-                     "leave it None.")
+    raise ValueError(
+      f"pseudo_init is only used by 'vampprior', not {model!r}; leave it None."
+    )
   if model == "vampprior":
     num_pseudo = _positive_int("num_pseudo", num_pseudo)
     pseudo_init = _check_pseudo_init(pseudo_init, num_pseudo, baseline.input_dim)
   k_enc, k_dec, k_pseudo = jax.random.split(key, 3)
   params = {
-      "encoder": baseline.encoder.init(
-          k_enc, jnp.zeros((1, baseline.input_dim)))["params"],
-      "decoder": baseline.decoder.init(
-          k_dec, jnp.zeros((1, baseline.latent_dim)))["params"],
+    "encoder": baseline.encoder.init(k_enc, jnp.zeros((1, baseline.input_dim)))[
+      "params"
+    ],
+    "decoder": baseline.decoder.init(k_dec, jnp.zeros((1, baseline.latent_dim)))[
+      "params"
+    ],
   }
   if model == "vampprior":
     params["pseudo_inputs"] = (
-        jax.random.normal(k_pseudo, (num_pseudo, baseline.input_dim))
-        if pseudo_init is None else jnp.asarray(pseudo_init))
+      jax.random.normal(k_pseudo, (num_pseudo, baseline.input_dim))
+      if pseudo_init is None
+      else jnp.asarray(pseudo_init)
+    )
   return baseline, params
 
 
@@ -471,9 +433,11 @@ def _check_pseudo_init(pseudo_init, num_pseudo, input_dim):
     return None
   pseudo = np.asarray(pseudo_init, np.float32)
   if pseudo.shape != (num_pseudo, input_dim):
-    raise ValueError(f"pseudo_init must have shape [num_pseudo, input_dim] = "
-                     f"[{num_pseudo}, {input_dim}], got {pseudo.shape}; pass "
-                     "num_pseudo=len(pseudo_init).")
+    raise ValueError(
+      f"pseudo_init must have shape [num_pseudo, input_dim] = "
+      f"[{num_pseudo}, {input_dim}], got {pseudo.shape}; pass "
+      "num_pseudo=len(pseudo_init)."
+    )
   if not np.all(np.isfinite(pseudo)):
     raise ValueError("pseudo_init must be finite.")
   return pseudo
@@ -497,8 +461,9 @@ def _check_hidden(hidden) -> tuple[int, ...]:
   except (TypeError, ValueError):
     widths = ()
   if not widths:
-    raise ValueError("hidden must be a non-empty sequence of layer widths >= 1, "
-                     f"got {hidden!r}.")
+    raise ValueError(
+      f"hidden must be a non-empty sequence of layer widths >= 1, got {hidden!r}."
+    )
   return widths
 
 

@@ -29,59 +29,39 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.laplace import sample_laplace
-from vaells_jax.objective import (
-    gaussian_log_norm,
-    laplace_log_norm,
-    posterior_log_density,
-    prior_log_density,
-    reconstruction_error,
+from vaells_jax.core.laplace import sample_laplace
+from vaells_jax.core.objective import (
+  LogWeights,
+  gaussian_log_norm,
+  iwae_bound,
+  laplace_log_norm,
+  posterior_log_density,
+  prior_log_density,
+  reconstruction_error,
 )
-from vaells_jax.train import (
-    Model,
-    Noise,
-    infer_step_coefficients,
-    sample_posterior_latents,
+from vaells_jax.models.vaells import (
+  Model,
+  Noise,
+  infer_step_coefficients,
+  sample_posterior_latents,
 )
 
 __all__ = ["LogWeights", "importance_log_likelihood", "iwae_bound", "log_weights"]
 
 
-class LogWeights(NamedTuple):
-  """Terms of the importance weights, each ``[P, K]`` (constants included)."""
-
-  log_px: jax.Array  # log p(x | w_k)
-  log_prior: jax.Array  # log p(w_k)
-  log_q: jax.Array  # log q(w_k | x)
-  samples: jax.Array  # w_k, [P, K, d] on the inference scale
-
-  @property
-  def total(self):
-    return self.log_px + self.log_prior - self.log_q
-
-
-def iwae_bound(log_w):
-  """``logmeanexp`` over the last axis: ``[..., K] -> [...]`` (Burda et al.)."""
-  log_w = jnp.asarray(log_w)
-  return jax.nn.logsumexp(log_w, axis=-1) - math.log(log_w.shape[-1])
-
-
-def log_weights(model: Model, params, psi, batch, key, num_samples: int) -> LogWeights:
+def log_weights(model: Model, params, batch, key, num_samples: int) -> LogWeights:
   """The importance-weight terms of ``num_samples`` posterior samples per point.
 
   Args:
     model: the model (config and networks).
-    params: ``{"encoder", "decoder", "anchors"}``.
-    psi: ``[M, d, d]``.
+    params: ``{"encoder", "decoder", "anchors", "psi"}``.
     batch: ``{"x": [P, D]`` inputs as presented, ``"source": {"x": [P, D],
       "label": [P]}}`` what the anchors are made from (see
-      :meth:`~vaells_jax.train.Model.encode_anchors`).
+      :meth:`~vaells_jax.models.vaells.Model.encode_anchors`).
     key: ``jax.random`` key for the samples and the inference starts.
     num_samples: ``K``.
 
@@ -93,9 +73,11 @@ def log_weights(model: Model, params, psi, batch, key, num_samples: int) -> LogW
   """
   cfg = model.config
   if cfg.gamma <= 0:
-    raise ValueError("The log-likelihood needs config.gamma > 0 (the posterior "
-                     "noise); gamma = 0 gives q no density.")
-  b, gamma = 1.0 / cfg.zeta3, cfg.gamma
+    raise ValueError(
+      "The log-likelihood needs config.gamma > 0 (the posterior "
+      "noise); gamma = 0 gives q no density."
+    )
+  b, gamma, psi = 1.0 / cfg.zeta3, cfg.gamma, params["psi"]
   x = batch["x"]
   k_c, k_e, k_inf = jax.random.split(key, 3)
   shape = (x.shape[0], num_samples)
@@ -106,27 +88,36 @@ def log_weights(model: Model, params, psi, batch, key, num_samples: int) -> LogW
   z = sample_posterior_latents(psi, mu, Noise(coeffs, eps, gamma))
   inferred = infer_step_coefficients(model, psi, mu, anchors, z, k_inf)
   c2 = gaussian_log_norm(cfg.latent_dim, gamma) + laplace_log_norm(cfg.num_ops, b)
-  log_q = posterior_log_density(psi, inferred.posterior.coeffs, mu[:, None], z,
-                                1.0 / gamma**2, 1.0 / b) + c2
-  log_prior = prior_log_density(psi, inferred.prior.coeffs, anchors[:, None], z,
-                                1.0 / gamma**2, 1.0 / b) + c2
+  log_q = (
+    posterior_log_density(
+      psi, inferred.posterior.coeffs, mu[:, None], z, 1.0 / gamma**2, 1.0 / b
+    )
+    + c2
+  )
+  log_prior = (
+    prior_log_density(
+      psi, inferred.prior.coeffs, anchors[:, None], z, 1.0 / gamma**2, 1.0 / b
+    )
+    + c2
+  )
   x_hat = model.decode(params, z)
   c1 = gaussian_log_norm(x.shape[-1], 1.0 / math.sqrt(cfg.zeta1))
   log_px = -cfg.zeta1 * reconstruction_error(x[:, None], x_hat) + c1
   return LogWeights(log_px, log_prior, log_q, z)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 5))
-def _chunk_log_weights(model, params, psi, batch, key, num_samples):
-  return log_weights(model, params, psi, batch, key, num_samples).total
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _chunk_log_weights(model, params, batch, key, num_samples):
+  return log_weights(model, params, batch, key, num_samples).total
 
 
-def importance_log_likelihood(model: Model, params, psi, batch, key,
-                              num_samples: int, chunk_size: int = 25):
+def importance_log_likelihood(
+  model: Model, params, batch, key, num_samples: int, chunk_size: int = 25
+):
   """Per-point log-likelihood and ELBO estimates, in jitted chunks of points.
 
   Args:
-    model, params, psi, batch, key, num_samples: as :func:`log_weights`.
+    model, params, batch, key, num_samples: as :func:`log_weights`.
     chunk_size: points per jitted call (the last chunk is padded), bounding
       memory at ``chunk_size * num_samples * (1 + A)`` inference pairs.
 
@@ -136,13 +127,20 @@ def importance_log_likelihood(model: Model, params, psi, batch, key,
   num = batch["x"].shape[0]
   pad = -num % chunk_size
   padded = jax.tree_util.tree_map(
-      lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), batch)
+    lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), batch
+  )
   out = []
   for i, start in enumerate(range(0, num + pad, chunk_size)):
     chunk = jax.tree_util.tree_map(
-        lambda a, start=start: a[start:start + chunk_size], padded)
-    out.append(np.asarray(_chunk_log_weights(
-        model, params, psi, chunk, jax.random.fold_in(key, i), num_samples),
-        np.float64))
+      lambda a, start=start: a[start : start + chunk_size], padded
+    )
+    out.append(
+      np.asarray(
+        _chunk_log_weights(
+          model, params, chunk, jax.random.fold_in(key, i), num_samples
+        ),
+        np.float64,
+      )
+    )
   log_w = np.concatenate(out)[:num]
   return np.asarray(iwae_bound(log_w)), log_w.mean(axis=-1)

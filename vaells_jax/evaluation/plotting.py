@@ -17,26 +17,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 __all__ = [
+  "save_figure",
   "plot_ground_truth",
-  "plot_image_rows",
   "plot_latent_embedding",
   "plot_operator_magnitudes",
-  "plot_operator_paths",
   "plot_orbits",
   "plot_panels",
   "plot_paths",
   "plot_posterior_contour",
-  "plot_posterior_grids",
   "plot_prior_samples",
-  "plot_rotation_fidelity",
   "plot_samples_on_manifold",
 ]
 
 DPI = 110
-_PANEL = 4.2  # inches per panel side
+PANEL = 4.2  # inches per panel side
 
 
-def _save(fig, path) -> pathlib.Path:
+def save_figure(fig, path) -> pathlib.Path:
   """Writes ``fig`` to ``path`` (creating parent folders) and closes it."""
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,12 +118,12 @@ def plot_latent_embedding(
     The path written, a ``pathlib.Path``.
   """
   latents = np.asarray(latents)
-  fig, ax = plt.subplots(figsize=(_PANEL + 1, _PANEL))
+  fig, ax = plt.subplots(figsize=(PANEL + 1, PANEL))
   _coloured_scatter(fig, ax, latents, colour, colour_label)
   if anchors_latent is not None:
     _anchors(ax, anchors_latent)
   ax.set(title=title, xlabel="z[0]", ylabel="z[1]", aspect="equal")
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_ground_truth(path, pos, colour, title="ground truth", colour_label=""):
@@ -143,10 +140,10 @@ def plot_ground_truth(path, pos, colour, title="ground truth", colour_label=""):
     The path written, a ``pathlib.Path``.
   """
   pos = np.asarray(pos)
-  fig, ax = plt.subplots(figsize=(_PANEL + 1, _PANEL))
+  fig, ax = plt.subplots(figsize=(PANEL + 1, PANEL))
   _coloured_scatter(fig, ax, pos, colour, colour_label)
   ax.set(title=title, xlabel="p[0]", ylabel="p[1]", aspect="equal")
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def _orbit_limits(latents, orbits, max_zoom_out=0.5):
@@ -188,9 +185,7 @@ def plot_orbits(path, latents, orbits, magnitudes=None, title=None):
   """
   orbits = np.asarray(orbits)
   num_ops, num_starts = orbits.shape[:2]
-  fig, axes = plt.subplots(
-    1, num_ops, figsize=(_PANEL * num_ops, _PANEL), squeeze=False
-  )
+  fig, axes = plt.subplots(1, num_ops, figsize=(PANEL * num_ops, PANEL), squeeze=False)
   colours = plt.get_cmap("tab10")(np.arange(num_starts) % 10)
   lo, hi = _orbit_limits(latents, orbits)
   for m, ax in enumerate(axes[0]):
@@ -202,13 +197,15 @@ def plot_orbits(path, latents, orbits, magnitudes=None, title=None):
     label = f"operator {m}"
     if magnitudes is not None:
       label += f"  |Psi|_F = {float(np.asarray(magnitudes)[m]):.3g}"
-    ax.set(title=title or label, xlim=(lo[0], hi[0]), ylim=(lo[1], hi[1]),
-           aspect="equal")
-  return _save(fig, path)
+    ax.set(
+      title=title or label, xlim=(lo[0], hi[0]), ylim=(lo[1], hi[1]), aspect="equal"
+    )
+  return save_figure(fig, path)
 
 
-def plot_prior_samples(path, latents, samples, anchors_latent,
-                       title="prior samples from each anchor"):
+def plot_prior_samples(
+  path, latents, samples, anchors_latent, title="prior samples from each anchor"
+):
   """Samples from the prior around each anchor, one colour per anchor.
 
   Args:
@@ -222,7 +219,7 @@ def plot_prior_samples(path, latents, samples, anchors_latent,
     The path written, a ``pathlib.Path``.
   """
   samples = np.asarray(samples)
-  fig, ax = plt.subplots(figsize=(_PANEL, _PANEL))
+  fig, ax = plt.subplots(figsize=(PANEL, PANEL))
   _encodings(ax, latents)
   colours = plt.get_cmap("tab10")(np.arange(samples.shape[0]) % 10)
   for k in range(samples.shape[0]):
@@ -231,11 +228,12 @@ def plot_prior_samples(path, latents, samples, anchors_latent,
     )
   _anchors(ax, anchors_latent)
   ax.set(title=title, aspect="equal")
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
-def plot_paths(path, latents, paths,
-               title="transport paths (solid) vs straight lines (dashed)"):
+def plot_paths(
+  path, latents, paths, title="transport paths (solid) vs straight lines (dashed)"
+):
   """Inferred transport paths next to the straight line between their ends.
 
   Args:
@@ -249,7 +247,7 @@ def plot_paths(path, latents, paths,
     The path written, a ``pathlib.Path``.
   """
   paths = np.asarray(paths)
-  fig, ax = plt.subplots(figsize=(_PANEL, _PANEL))
+  fig, ax = plt.subplots(figsize=(PANEL, PANEL))
   _encodings(ax, latents)
   colours = plt.get_cmap("tab10")(np.arange(paths.shape[0]) % 10)
   for p, colour in zip(paths, colours, strict=True):
@@ -258,7 +256,7 @@ def plot_paths(path, latents, paths,
     ax.plot(*p[0], "o", ms=9, mfc="cyan", mec="k", zorder=4)
     ax.plot(*p[-1], "x", ms=10, mew=2.5, color="red", zorder=4)
   ax.set(title=title, aspect="equal")
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_posterior_contour(
@@ -287,7 +285,7 @@ def plot_posterior_contour(
   latents, center = np.asarray(latents), np.asarray(center)
   grid_x, grid_y = np.asarray(grid_x), np.asarray(grid_y)
   fig, axes = plt.subplots(
-    1, 3, figsize=(3 * (_PANEL + 0.8), _PANEL), layout="constrained"
+    1, 3, figsize=(3 * (PANEL + 0.8), PANEL), layout="constrained"
   )
   for ax, (title, values) in zip(axes, panels, strict=True):
     cs = ax.contourf(grid_x, grid_y, np.asarray(values), levels=20, cmap="viridis")
@@ -300,7 +298,7 @@ def plot_posterior_contour(
       ylim=(grid_y[0], grid_y[-1]),
       aspect="equal",
     )
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_operator_magnitudes(path, magnitudes):
@@ -322,97 +320,7 @@ def plot_operator_magnitudes(path, magnitudes):
     ylabel="|Psi_m|_F",
     xticks=np.arange(magnitudes.size),
   )
-  return _save(fig, path)
-
-
-def _image_tiles(images, side=28):
-  """``[R, C, side*side]`` -> one ``[R*side, C*side]`` mosaic."""
-  images = np.asarray(images)
-  rows, cols = images.shape[:2]
-  tiles = images.reshape(rows, cols, side, side)
-  return tiles.transpose(0, 2, 1, 3).reshape(rows * side, cols * side)
-
-
-def _box(ax, row, col, side=28, colour="limegreen"):
-  ax.add_patch(plt.Rectangle((col * side - 0.5, row * side - 0.5), side, side,
-                             fill=False, edgecolor=colour, linewidth=2))
-
-
-def plot_posterior_grids(path, centres, samples, title=""):
-  """Decoded posterior samples around inputs (paper figs 5, 6, 9, 10).
-
-  Each panel is a 3 x 3 grid: the decoded input in the centre (green box),
-  eight decoded posterior samples around it.
-
-  Args:
-    path: output PNG path.
-    centres: ``[K, 784]`` decoded encodings of ``K`` inputs.
-    samples: ``[K, 8, 784]`` decoded posterior samples.
-    title: figure title.
-
-  Returns:
-    The path written, a ``pathlib.Path``.
-  """
-  centres, samples = np.asarray(centres), np.asarray(samples)
-  num = centres.shape[0]
-  fig, axes = plt.subplots(1, num, figsize=(2.0 * num, 2.3), squeeze=False)
-  for ax, centre, around in zip(axes[0], centres, samples, strict=True):
-    grid = np.concatenate([around[:4], centre[None], around[4:8]]).reshape(3, 3, -1)
-    ax.imshow(_image_tiles(grid), cmap="gray", vmin=0, vmax=1)
-    _box(ax, 1, 1)
-    ax.axis("off")
-  fig.suptitle(title)
-  return _save(fig, path)
-
-
-def plot_operator_paths(path, frames, coeffs, title=""):
-  """Decoded paths ``g(expm(t psi_m) z0)`` of one operator (paper figs 7, 11, 12).
-
-  Args:
-    path: output PNG path.
-    frames: ``[R, T, 784]``: one row per input, one column per coefficient.
-    coeffs: ``[T]`` the coefficients ``t``; the column nearest ``t = 0`` (the
-      decoded input) is boxed.
-    title: figure title.
-
-  Returns:
-    The path written, a ``pathlib.Path``.
-  """
-  frames, coeffs = np.asarray(frames), np.asarray(coeffs)
-  rows, cols = frames.shape[:2]
-  fig, ax = plt.subplots(figsize=(0.6 * cols + 0.5, 0.6 * rows + 0.8))
-  ax.imshow(_image_tiles(frames), cmap="gray", vmin=0, vmax=1)
-  centre = int(np.argmin(np.abs(coeffs)))
-  for row in range(rows):
-    _box(ax, row, centre)
-  ax.set_xticks(np.arange(cols) * 28 + 13.5)
-  ax.set_xticklabels([f"{c:.2g}" for c in coeffs], fontsize=6, rotation=90)
-  ax.set_yticks([])
-  ax.set(title=title, xlabel="coefficient")
-  return _save(fig, path)
-
-
-def plot_rotation_fidelity(path, coeffs, angles, spans):
-  """Angle of the best-matching rotated input along each operator path.
-
-  Args:
-    path: output PNG path.
-    coeffs: ``[T]`` path coefficients.
-    angles: ``[K, T]`` unwrapped matched angles (degrees) of ``K`` inputs.
-    spans: ``[K]`` each path's longest monotonic rise, in degrees (legend).
-
-  Returns:
-    The path written, a ``pathlib.Path``.
-  """
-  angles = np.asarray(angles)
-  fig, ax = plt.subplots(figsize=(_PANEL + 1.5, _PANEL))
-  for k, (row, span) in enumerate(zip(angles, spans, strict=True)):
-    ax.plot(coeffs, row - row[np.argmin(np.abs(coeffs))], marker=".",
-            label=f"input {k}: {span:.0f} deg")
-  ax.set(title="rotation fidelity", xlabel="operator coefficient",
-         ylabel="matched rotation angle (deg, unwrapped, 0 at t=0)")
-  ax.legend(fontsize=6, ncol=2)
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_panels(path, panels, colour_label=""):
@@ -427,13 +335,14 @@ def plot_panels(path, panels, colour_label=""):
   Returns:
     The path written, a ``pathlib.Path``.
   """
-  fig, axes = plt.subplots(1, len(panels), figsize=((_PANEL + 1.2) * len(panels),
-                                                    _PANEL), squeeze=False)
+  fig, axes = plt.subplots(
+    1, len(panels), figsize=((PANEL + 1.2) * len(panels), PANEL), squeeze=False
+  )
   for ax, (title, points, colour) in zip(axes[0], panels, strict=True):
     _coloured_scatter(fig, ax, np.asarray(points), colour, colour_label)
     ax.set(title=title, aspect="equal")
   fig.tight_layout()
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_samples_on_manifold(path, manifold, panels):
@@ -451,34 +360,19 @@ def plot_samples_on_manifold(path, manifold, panels):
   manifold = np.asarray(manifold)
   lo, hi = manifold.min(axis=0), manifold.max(axis=0)
   pad = 0.5 * (hi - lo)
-  fig, axes = plt.subplots(1, len(panels), figsize=(_PANEL * len(panels), _PANEL),
-                           squeeze=False)
+  fig, axes = plt.subplots(
+    1, len(panels), figsize=(PANEL * len(panels), PANEL), squeeze=False
+  )
   for ax, (title, points) in zip(axes[0], panels, strict=True):
     points = np.asarray(points)
-    ax.scatter(manifold[:, 0], manifold[:, 1], s=2, c="0.6", linewidths=0,
-               zorder=1)
-    ax.scatter(points[:, 0], points[:, 1], s=5, c="tab:red", alpha=0.5,
-               linewidths=0, zorder=2)
-    ax.set(title=title, aspect="equal", xlim=(lo[0] - pad[0], hi[0] + pad[0]),
-           ylim=(lo[1] - pad[1], hi[1] + pad[1]))
-  return _save(fig, path)
-
-
-def plot_image_rows(path, rows):
-  """One row of 28 x 28 images per entry, titled on the left.
-
-  Args:
-    path: output PNG path.
-    rows: ``[(title, images [K, 784])]``, the same ``K`` for every row.
-
-  Returns:
-    The path written, a ``pathlib.Path``.
-  """
-  fig, axes = plt.subplots(len(rows), 1, figsize=(1.0 * len(rows[0][1]) + 1.2,
-                                                  1.1 * len(rows)), squeeze=False)
-  for ax, (title, images) in zip(axes[:, 0], rows, strict=True):
-    ax.imshow(_image_tiles(np.asarray(images)[None]), cmap="gray", vmin=0, vmax=1)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_ylabel(title, rotation=0, ha="right", va="center")
-  return _save(fig, path)
+    ax.scatter(manifold[:, 0], manifold[:, 1], s=2, c="0.6", linewidths=0, zorder=1)
+    ax.scatter(
+      points[:, 0], points[:, 1], s=5, c="tab:red", alpha=0.5, linewidths=0, zorder=2
+    )
+    ax.set(
+      title=title,
+      aspect="equal",
+      xlim=(lo[0] - pad[0], hi[0] + pad[0]),
+      ylim=(lo[1] - pad[1], hi[1] + pad[1]),
+    )
+  return save_figure(fig, path)

@@ -77,8 +77,7 @@ def _expm_taylor(a, norm):
   for k in range(degree - 1, 0, -1):
     result = eye + (scaled @ result) / k
   for i in range(MAX_SQUARINGS):
-    result = jnp.where((i < squarings)[..., None, None], result @ result,
-                       result)
+    result = jnp.where((i < squarings)[..., None, None], result @ result, result)
   return result, squarings > MAX_SQUARINGS
 
 
@@ -119,8 +118,10 @@ def _cosh_sinhc_jvp(primals, tangents):
   terms = _SERIES_TERMS.get(delta.dtype, 10)
   series = [(j + 1) / math.factorial(2 * j + 3) for j in range(terms)]
   sinhc_slope = jnp.where(
-      small, _polyval(series, delta),
-      (cosh - sinhc) / (2.0 * jnp.where(small, 1.0, delta)))
+    small,
+    _polyval(series, delta),
+    (cosh - sinhc) / (2.0 * jnp.where(small, 1.0, delta)),
+  )
   return (cosh, sinhc), (0.5 * sinhc * tangent, sinhc_slope * tangent)
 
 
@@ -131,6 +132,10 @@ def _expm_2x2(a):
   cosh, sinhc = _cosh_sinhc(half_diff * half_diff + a01 * a10)
   scale = jnp.exp(0.5 * (a00 + a11))
   sinhc = scale * sinhc
-  return jnp.stack([
+  return jnp.stack(
+    [
       jnp.stack([scale * cosh + sinhc * half_diff, sinhc * a01], -1),
-      jnp.stack([sinhc * a10, scale * cosh - sinhc * half_diff], -1)], -2)
+      jnp.stack([sinhc * a10, scale * cosh - sinhc * half_diff], -1),
+    ],
+    -2,
+  )

@@ -28,27 +28,36 @@ The data term uses the ``1/2 ||.||^2`` convention throughout the library.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import warnings
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import jaxopt
 import numpy as np
-from jaxopt.prox import prox_lasso
 
-from vaells_jax.expm import expm_small
-from vaells_jax.transport import _transport, check_psi, generator
+with warnings.catch_warnings():  # "JAXopt is no longer maintained": known, and
+  # this is the one module that imports it, so it can be swapped here.
+  warnings.filterwarnings(
+    "ignore", "JAXopt is no longer maintained", DeprecationWarning
+  )
+  import jaxopt
+  from jaxopt.prox import prox_lasso
+
+from vaells_jax.core.expm import expm_small
+from vaells_jax.core.transport import _transport, check_psi, generator
 
 __all__ = [
-    "DEFAULT_MAX_ITER",
-    "DEFAULT_TOL",
-    "METHODS",
-    "InferenceResult",
-    "inference_objective",
-    "infer_coefficients",
-    "solver_starts",
+  "DEFAULT_MAX_ITER",
+  "DEFAULT_TOL",
+  "METHODS",
+  "InferenceResult",
+  "Solver",
+  "inference_objective",
+  "infer_coefficients",
+  "solver_starts",
 ]
 
 # Iterations when ``max_iter`` is not given: proximal-gradient iterations for
@@ -86,7 +95,7 @@ def _residual(coeffs, psi, z0, z1):
 
 def _data_term(coeffs, psi, z0, z1):
   """``1/2 ||z1 - T_psi(coeffs) z0||^2`` over the last axis."""
-  return 0.5 * jnp.sum(_residual(coeffs, psi, z0, z1)**2, axis=-1)
+  return 0.5 * jnp.sum(_residual(coeffs, psi, z0, z1) ** 2, axis=-1)
 
 
 def _smoothed_residual(coeffs, l1_weight, psi, z0, z1):
@@ -96,7 +105,7 @@ def _smoothed_residual(coeffs, l1_weight, psi, z0, z1):
   its squared norm is the data term plus ``l1_weight sum_m sqrt(c_m^2 +
   eps^2)``.
   """
-  penalty = jnp.sqrt(2.0 * l1_weight) * (coeffs * coeffs + _LM_SMOOTHING**2)**0.25
+  penalty = jnp.sqrt(2.0 * l1_weight) * (coeffs * coeffs + _LM_SMOOTHING**2) ** 0.25
   return jnp.concatenate([_residual(coeffs, psi, z0, z1), penalty])
 
 
@@ -116,7 +125,7 @@ def _safe_value_and_grad(coeffs, psi, z0, z1):
 def inference_objective(psi, coeffs, z0, z1, l1_weight):
   """The inference objective ``1/2 ||z1 - T_psi(c) z0||^2 + l1_weight ||c||_1``.
 
-  Evaluated with :func:`vaells_jax.transport` (``jax.scipy.linalg.expm``), like
+  Evaluated with :func:`vaells_jax.core.transport` (``jax.scipy.linalg.expm``), like
   every other use of the operators; the solver's inner loop uses
   :func:`vaells_jax.expm_small`, equal to it within rounding.
 
@@ -132,34 +141,44 @@ def inference_objective(psi, coeffs, z0, z1, l1_weight):
   """
   residual = z1 - _transport(psi, coeffs, z0)
   return 0.5 * jnp.sum(residual**2, axis=-1) + l1_weight * jnp.sum(
-      jnp.abs(coeffs), axis=-1)
+    jnp.abs(coeffs), axis=-1
+  )
 
 
-def _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range, max_iter,
-                   tol, method):
+def _check_inputs(
+  psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
+):
   """Validates the arguments of ``infer_coefficients``; returns the pair shape."""
   _, dim = check_psi(psi)
   for name, z in (("z0", z0), ("z1", z1)):
     if jnp.ndim(z) < 1 or jnp.shape(z)[-1] != dim:
-      raise ValueError(f"{name} must have shape [..., d] with d={dim} (psi is "
-                       f"[M, d, d]), got {tuple(jnp.shape(z))}.")
+      raise ValueError(
+        f"{name} must have shape [..., d] with d={dim} (psi is "
+        f"[M, d, d]), got {tuple(jnp.shape(z))}."
+      )
   if len(init_range) != 2:
     raise ValueError(f"init_range must be (lo, hi), got {init_range}.")
-  shapes = [jnp.shape(z0)[:-1], jnp.shape(z1)[:-1], jnp.shape(l1_weight),
-            jnp.shape(init_range[0]), jnp.shape(init_range[1])]
+  shapes = [
+    jnp.shape(z0)[:-1],
+    jnp.shape(z1)[:-1],
+    jnp.shape(l1_weight),
+    jnp.shape(init_range[0]),
+    jnp.shape(init_range[1]),
+  ]
   try:
     batch = jnp.broadcast_shapes(*shapes)
   except ValueError:
     raise ValueError(
-        "The leading dimensions of z0, z1, l1_weight and init_range do not "
-        f"broadcast: {', '.join(str(tuple(s)) for s in shapes)}.") from None
-  if not isinstance(l1_weight, jax.core.Tracer) and np.any(
-      np.asarray(l1_weight) < 0):
+      "The leading dimensions of z0, z1, l1_weight and init_range do not "
+      f"broadcast: {', '.join(str(tuple(s)) for s in shapes)}."
+    ) from None
+  if not isinstance(l1_weight, jax.core.Tracer) and np.any(np.asarray(l1_weight) < 0):
     raise ValueError(f"l1_weight must be >= 0, got {l1_weight}.")
   if not isinstance(num_restarts, int) or num_restarts < 1:
     raise ValueError(f"num_restarts must be an integer >= 1, got {num_restarts}.")
   if not any(isinstance(b, jax.core.Tracer) for b in init_range) and np.any(
-      np.asarray(init_range[0]) > np.asarray(init_range[1])):
+    np.asarray(init_range[0]) > np.asarray(init_range[1])
+  ):
     raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
   if method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
@@ -170,9 +189,19 @@ def _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range, max_iter,
   return batch
 
 
-def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
-                       init_range=(0.0, 1.0), max_iter=None, tol=DEFAULT_TOL,
-                       method="fista") -> InferenceResult:
+def infer_coefficients(
+  psi,
+  z0,
+  z1,
+  *,
+  l1_weight,
+  key,
+  num_restarts=1,
+  init_range=(0.0, 1.0),
+  max_iter=None,
+  tol=DEFAULT_TOL,
+  method="fista",
+) -> InferenceResult:
   """Infers the sparse coefficients that transport ``z0`` to ``z1``, batched.
 
   Minimises ``1/2 ||z1 - expm(sum_m c_m psi_m) z0||^2 + l1_weight ||c||_1`` for
@@ -219,19 +248,76 @@ def infer_coefficients(psi, z0, z1, *, l1_weight, key, num_restarts=1,
   """
   if max_iter is None:
     max_iter = DEFAULT_MAX_ITER.get(method, 1)
-  batch = _check_inputs(psi, z0, z1, l1_weight, num_restarts, init_range,
-                        max_iter, tol, method)
+  batch = _check_inputs(
+    psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
+  )
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
   flat = [
-      jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
-          (math.prod(batch),) + tail)
-      for a, tail in ((z0, z0.shape[-1:]), (z1, z1.shape[-1:]),
-                      (l1_weight, ()), (init_range[0], ()), (init_range[1], ()))
+    jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
+      (math.prod(batch),) + tail
+    )
+    for a, tail in (
+      (z0, z0.shape[-1:]),
+      (z1, z1.shape[-1:]),
+      (l1_weight, ()),
+      (init_range[0], ()),
+      (init_range[1], ()),
+    )
   ]
   result = _infer_flat(
-      jnp.asarray(psi, dtype), *flat, key, num_restarts=num_restarts,
-      max_iter=max_iter, tol=float(tol), method=method)
+    jnp.asarray(psi, dtype),
+    *flat,
+    key,
+    num_restarts=num_restarts,
+    max_iter=max_iter,
+    tol=float(tol),
+    method=method,
+  )
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
+
+
+@dataclasses.dataclass(frozen=True)
+class Solver:
+  """Settings of the coefficient solver: a frozen, hashable value.
+
+  Built once (e.g. :func:`vaells_jax.models.vaells.solvers` makes one for the
+  posterior and one for the prior from a config) and passed to every caller;
+  calling it solves a batch of pairs with these settings.
+
+  Attributes:
+    method: ``"fista"`` or ``"lm"`` (see :func:`infer_coefficients`).
+    max_iter: iterations per start; ``None`` for ``DEFAULT_MAX_ITER[method]``.
+    tol: stopping tolerance.
+    num_restarts: random starts per pair.
+    init_range: ``(lo, hi)`` of the first restart's uniform start.
+  """
+
+  method: str = "fista"
+  max_iter: int | None = None
+  tol: float = DEFAULT_TOL
+  num_restarts: int = 1
+  init_range: tuple[float, float] = (0.0, 1.0)
+
+  def __call__(self, psi, z0, z1, *, l1_weight, key) -> InferenceResult:
+    """``infer_coefficients(psi, z0, z1, l1_weight=, key=)`` with these settings."""
+    return infer_coefficients(
+      psi,
+      z0,
+      z1,
+      l1_weight=l1_weight,
+      key=key,
+      num_restarts=self.num_restarts,
+      init_range=self.init_range,
+      max_iter=self.max_iter,
+      tol=self.tol,
+      method=self.method,
+    )
+
+  def replace(self, **changes) -> "Solver":
+    """A copy with ``changes`` (``None`` values keep the current setting)."""
+    return dataclasses.replace(
+      self, **{k: v for k, v in changes.items() if v is not None}
+    )
 
 
 def solver_starts(key, num_restarts, num_ops, lo, hi):
@@ -254,24 +340,34 @@ def solver_starts(key, num_restarts, num_ops, lo, hi):
   """
   lo, hi = lo[None, :, None], hi[None, :, None]
   offsets = jnp.arange(num_restarts, dtype=lo.dtype)[:, None, None]
-  init = jax.random.uniform(key, (num_restarts, lo.shape[1], num_ops),
-                            dtype=lo.dtype, minval=lo, maxval=hi)
+  init = jax.random.uniform(
+    key, (num_restarts, lo.shape[1], num_ops), dtype=lo.dtype, minval=lo, maxval=hi
+  )
   return init + offsets * (hi - lo)
 
 
 @functools.partial(
-    jax.jit, static_argnames=("num_restarts", "max_iter", "tol", "method"))
-def _infer_flat(psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter,
-                tol, method):
+  jax.jit, static_argnames=("num_restarts", "max_iter", "tol", "method")
+)
+def _infer_flat(
+  psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter, tol, method
+):
   """Solves ``N`` pairs ``z0 [N, d] -> z1 [N, d]``; weights and ranges ``[N]``."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
   num_pairs, num_ops = z0.shape[0], psi.shape[0]
   init = solver_starts(key, num_restarts, num_ops, lo, hi)
 
   proximal = functools.partial(
-      jaxopt.ProximalGradient, fun=_safe_value_and_grad, value_and_grad=True,
-      prox=prox_lasso, acceleration=True, tol=tol, implicit_diff=False,
-      jit=True, unroll=False)
+    jaxopt.ProximalGradient,
+    fun=_safe_value_and_grad,
+    value_and_grad=True,
+    prox=prox_lasso,
+    acceleration=True,
+    tol=tol,
+    implicit_diff=False,
+    jit=True,
+    unroll=False,
+  )
 
   if method == "fista":
     solver = proximal(maxiter=max_iter)
@@ -281,16 +377,26 @@ def _infer_flat(psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter,
       return params, state.iter_num, state.error
   else:
     marquardt = jaxopt.LevenbergMarquardt(
-        _smoothed_residual, maxiter=max_iter, damping_parameter=1.0, tol=tol,
-        xtol=0.0, gtol=0.0, solver="inv", materialize_jac=True,
-        implicit_diff=False, jit=True, unroll=False)
+      _smoothed_residual,
+      maxiter=max_iter,
+      damping_parameter=1.0,
+      tol=tol,
+      xtol=0.0,
+      gtol=0.0,
+      solver="inv",
+      materialize_jac=True,
+      implicit_diff=False,
+      jit=True,
+      unroll=False,
+    )
     polish = proximal(maxiter=_LM_POLISH_ITER)
 
     def solve_one(c0, a, b, lam):
       c1, state = marquardt.run(c0, lam, psi, a, b)
       # Keep the start where the step diverged or did not improve the objective.
-      start, end = (_data_term(c, psi, a, b) + lam * jnp.sum(jnp.abs(c))
-                    for c in (c0, c1))
+      start, end = (
+        _data_term(c, psi, a, b) + lam * jnp.sum(jnp.abs(c)) for c in (c0, c1)
+      )
       c1 = jnp.where(jnp.isfinite(end) & (end <= start), c1, c0)
       params, polished = polish.run(c1, lam, psi, a, b)
       return params, state.iter_num + polished.iter_num, polished.error
@@ -305,6 +411,6 @@ def _infer_flat(psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter,
   error = jnp.where(failed, jnp.inf, error)
   best = jnp.argmin(objective, axis=0)
   pick = lambda a: jnp.take_along_axis(  # noqa: E731
-      a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0)[0]
-  return (pick(coeffs), pick(objective), pick(num_iter),
-          pick(error) <= tol)
+    a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0
+  )[0]
+  return (pick(coeffs), pick(objective), pick(num_iter), pick(error) <= tol)

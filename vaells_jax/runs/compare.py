@@ -25,25 +25,26 @@ import pathlib
 import jax
 import numpy as np
 
-from vaells_jax import evaluation, plotting
 from vaells_jax.api import load
-from vaells_jax.checkpoint import checkpoint_steps
 from vaells_jax.config import CONFIG_NAME, MODELS, Config, config_from_json
-from vaells_jax.runner import train_and_evaluate
+from vaells_jax.evaluation import image_plots, plotting
+from vaells_jax.evaluation import metrics as evaluation
+from vaells_jax.runs.runner import train_and_evaluate
+from vaells_jax.training.checkpoint import checkpoint_steps
 
 __all__ = ["METRICS", "MODELS", "run_comparison", "summarise"]
 
 # (summary key, column title, better: +1 higher, -1 lower, 0 neither)
 METRICS = (
-    ("sample_manifold_distance", "sample dist.", -1),
-    ("path_manifold_distance", "path dist.", -1),
-    ("linear_path_manifold_distance", "line dist.", -1),
-    ("path_endpoint_error", "path endpoint err.", -1),
-    ("knn_class_accuracy", "knn acc.", 1),
-    ("log_likelihood", "log-lik.", 1),
-    ("mse", "MSE", -1),
-    ("class_consistency", "class consistency", 1),
-    ("wall_time_s", "wall time (s)", -1),
+  ("sample_manifold_distance", "sample dist.", -1),
+  ("path_manifold_distance", "path dist.", -1),
+  ("linear_path_manifold_distance", "line dist.", -1),
+  ("path_endpoint_error", "path endpoint err.", -1),
+  ("knn_class_accuracy", "knn acc.", 1),
+  ("log_likelihood", "log-lik.", 1),
+  ("mse", "MSE", -1),
+  ("class_consistency", "class consistency", 1),
+  ("wall_time_s", "wall time (s)", -1),
 )
 NUM_PRIOR_SAMPLES = 600
 NUM_IMAGES = 12
@@ -54,16 +55,22 @@ def _run_one(config: Config, data, run_dir: pathlib.Path, log, overwrite):
   summary_path = run_dir / "summary.json"
   saved = run_dir / CONFIG_NAME
   if not overwrite and saved.exists() and config_from_json(saved) != config:
-    raise ValueError(f"{run_dir} holds a run of another configuration; use "
-                     "--overwrite to replace it, or another --workdir.")
+    raise ValueError(
+      f"{run_dir} holds a run of another configuration; use "
+      "--overwrite to replace it, or another --workdir."
+    )
   if summary_path.exists() and not overwrite:
     log(f"{run_dir}: done before, reusing its summary.json")
     return json.loads(summary_path.read_text())
   resume = bool(checkpoint_steps(run_dir)) and not overwrite
   _, summary = train_and_evaluate(
-      config, data, run_dir, log=lambda line: log(f"[{run_dir.parent.name}/"
-                                                   f"{run_dir.name}] {line}"),
-      resume=resume, overwrite=overwrite)
+    config,
+    data,
+    run_dir,
+    log=lambda line: log(f"[{run_dir.parent.name}/{run_dir.name}] {line}"),
+    resume=resume,
+    overwrite=overwrite,
+  )
   return summary
 
 
@@ -83,18 +90,27 @@ def summarise(summaries: dict[str, list[dict]]) -> dict:
     for key, _, _ in METRICS:
       if all(key in run for run in runs):
         values = [float(run[key]) for run in runs]
-        table[model][key] = {"mean": float(np.mean(values)),
-                             "std": float(np.std(values)), "values": values}
+        table[model][key] = {
+          "mean": float(np.mean(values)),
+          "std": float(np.std(values)),
+          "values": values,
+        }
   return table
 
 
 def _markdown_table(table: dict, seeds: int) -> str:
-  keys = [(k, title, better) for k, title, better in METRICS
-          if any(k in row for row in table.values())]
+  keys = [
+    (k, title, better)
+    for k, title, better in METRICS
+    if any(k in row for row in table.values())
+  ]
   arrows = {1: " (higher better)", -1: " (lower better)", 0: ""}
-  lines = ["| model | " + " | ".join(f"{t}{arrows[b] if k != 'wall_time_s' else ''}"
-                                     for k, t, b in keys) + " |",
-           "|---" * (len(keys) + 1) + "|"]
+  lines = [
+    "| model | "
+    + " | ".join(f"{t}{arrows[b] if k != 'wall_time_s' else ''}" for k, t, b in keys)
+    + " |",
+    "|---" * (len(keys) + 1) + "|",
+  ]
   for model, row in table.items():
     cells = []
     for key, _, _ in keys:
@@ -133,26 +149,35 @@ def _figures(workdir, models, data, seed_dir):
   plotting.plot_panels(workdir / "latent_embeddings.png", panels, label)
 
   key = jax.random.PRNGKey(0)
-  samples = {m: np.asarray(t.decode(t.sample_prior(key, NUM_PRIOR_SAMPLES)))
-             for m, t in trained.items()}
+  samples = {
+    m: np.asarray(t.decode(t.sample_prior(key, NUM_PRIOR_SAMPLES)))
+    for m, t in trained.items()
+  }
   if data.has_ground_truth:  # back to ground-truth coordinates: x = A p
     unmap = np.linalg.pinv(data.mapping).T
     curve = data.manifold @ unmap
     panels = [(m, s @ unmap) for m, s in samples.items()]
-    plotting.plot_samples_on_manifold(workdir / "prior_samples.png", curve,
-                                      panels)
+    plotting.plot_samples_on_manifold(workdir / "prior_samples.png", curve, panels)
   elif data.data_dim == 28 * 28:  # digits
-    plotting.plot_image_rows(workdir / "prior_samples.png",
-                             [(m, s[:NUM_IMAGES]) for m, s in samples.items()])
+    image_plots.plot_image_rows(
+      workdir / "prior_samples.png", [(m, s[:NUM_IMAGES]) for m, s in samples.items()]
+    )
   else:  # over the test data, in their first two principal components
     test, *projected = evaluation.pca_2d(data.x_test, *samples.values())
     plotting.plot_samples_on_manifold(
-        workdir / "prior_samples.png", test,
-        list(zip(samples, projected, strict=True)))
+      workdir / "prior_samples.png", test, list(zip(samples, projected, strict=True))
+    )
 
 
-def run_comparison(config: Config, make_data, workdir, seeds: int = 3,
-                   models=MODELS, log=print, overwrite: bool = False) -> dict:
+def run_comparison(
+  config: Config,
+  make_data,
+  workdir,
+  seeds: int = 3,
+  models=MODELS,
+  log=print,
+  overwrite: bool = False,
+) -> dict:
   """Trains and evaluates every model on seeds ``0..seeds-1``; writes the table.
 
   Args:
@@ -175,14 +200,16 @@ def run_comparison(config: Config, make_data, workdir, seeds: int = 3,
   """
   unknown = [m for m in models if m not in MODELS]
   if unknown or not models:
-    raise ValueError(f"models must be a non-empty subset of {MODELS}, got "
-                     f"{models!r}.")
+    raise ValueError(f"models must be a non-empty subset of {MODELS}, got {models!r}.")
   if seeds < 1:
     raise ValueError(f"seeds must be >= 1, got {seeds}.")
   workdir = pathlib.Path(workdir)
   seed_dir = lambda model, seed=0: workdir / model / f"seed{seed}"  # noqa: E731
-  configs = {(m, s): dataclasses.replace(config, model=m, seed=s)
-             for s in range(seeds) for m in models}  # validated before training
+  configs = {
+    (m, s): dataclasses.replace(config, model=m, seed=s)
+    for s in range(seeds)
+    for m in models
+  }  # validated before training
   summaries = {m: [] for m in models}
   first_data = None
   for seed in range(seeds):
@@ -190,19 +217,37 @@ def run_comparison(config: Config, make_data, workdir, seeds: int = 3,
     first_data = data if seed == 0 else first_data
     for model in models:
       log(f"== {model}, seed {seed}")
-      summaries[model].append(_run_one(configs[model, seed], data,
-                                       seed_dir(model, seed), log, overwrite))
+      summaries[model].append(
+        _run_one(configs[model, seed], data, seed_dir(model, seed), log, overwrite)
+      )
   table = summarise(summaries)
   markdown = _markdown_table(table, seeds)
   _figures(workdir, models, first_data, seed_dir)
   result = {"seeds": seeds, "models": table, "markdown_table": markdown}
-  (workdir / "comparison.json").write_text(json.dumps(
-      {"seeds": seeds, "num_steps": config.num_steps, "models": table}, indent=2))
-  (workdir / "comparison.md").write_text("\n".join([
-      f"# Comparison: {', '.join(models)} ({seeds} seed(s), "
-      f"{config.num_steps} steps each)", "", markdown, "",
-      "Runs: `MODEL/seedS/` (each with its summary.md and figures).", "",
-      "## Test encodings (seed 0)", "", "![embeddings](latent_embeddings.png)",
-      "", "## Decoded prior samples (seed 0)", "",
-      "![prior samples](prior_samples.png)", ""]))
+  (workdir / "comparison.json").write_text(
+    json.dumps(
+      {"seeds": seeds, "num_steps": config.num_steps, "models": table}, indent=2
+    )
+  )
+  (workdir / "comparison.md").write_text(
+    "\n".join(
+      [
+        f"# Comparison: {', '.join(models)} ({seeds} seed(s), "
+        f"{config.num_steps} steps each)",
+        "",
+        markdown,
+        "",
+        "Runs: `MODEL/seedS/` (each with its summary.md and figures).",
+        "",
+        "## Test encodings (seed 0)",
+        "",
+        "![embeddings](latent_embeddings.png)",
+        "",
+        "## Decoded prior samples (seed 0)",
+        "",
+        "![prior samples](prior_samples.png)",
+        "",
+      ]
+    )
+  )
   return result

@@ -19,12 +19,12 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 __all__ = [
-    "ConvDecoder",
-    "ConvEncoder",
-    "MLPDecoder",
-    "MLPEncoder",
-    "torch_conv_padding",
-    "torch_conv_transpose_padding",
+  "ConvDecoder",
+  "ConvEncoder",
+  "MLPDecoder",
+  "MLPEncoder",
+  "torch_conv_padding",
+  "torch_conv_transpose_padding",
 ]
 
 
@@ -64,7 +64,8 @@ def torch_conv_padding(pad: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 def torch_conv_transpose_padding(
-    kernel: int, pad: int) -> tuple[tuple[int, int], tuple[int, int]]:
+  kernel: int, pad: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
   """Flax ``nn.ConvTranspose`` padding equal to PyTorch ``ConvTranspose2d``.
 
   Flax pads the stride-dilated input by ``(lo, hi)`` and then runs a VALID
@@ -73,34 +74,47 @@ def torch_conv_transpose_padding(
   """
   if not 0 <= pad <= kernel - 1:
     raise ValueError(
-        f"ConvTranspose2d padding must lie in [0, kernel - 1] = [0, {kernel - 1}],"
-        f" got {pad}.")
+      f"ConvTranspose2d padding must lie in [0, kernel - 1] = [0, {kernel - 1}],"
+      f" got {pad}."
+    )
   width = kernel - 1 - pad
   return ((width, width), (width, width))
 
 
 def _conv(features: int, stride: int, pad: int, name: str) -> nn.Conv:
   """A 4x4 ``nn.Conv`` acting as PyTorch ``Conv2d(kernel_size=4)``."""
-  return nn.Conv(features, (4, 4), strides=(stride, stride),
-                 padding=torch_conv_padding(pad), name=name)
+  return nn.Conv(
+    features,
+    (4, 4),
+    strides=(stride, stride),
+    padding=torch_conv_padding(pad),
+    name=name,
+  )
 
 
-def _conv_transpose(features: int, stride: int, pad: int,
-                    name: str) -> nn.ConvTranspose:
+def _conv_transpose(
+  features: int, stride: int, pad: int, name: str
+) -> nn.ConvTranspose:
   """A 4x4 ``nn.ConvTranspose`` acting as PyTorch ``ConvTranspose2d``.
 
   ``transpose_kernel=True`` makes the kernel ``[kh, kw, out, in]`` the
   PyTorch weight ``[in, out, kh, kw]`` with axes permuted ``(2, 3, 1, 0)``.
   """
-  return nn.ConvTranspose(features, (4, 4), strides=(stride, stride),
-                          padding=torch_conv_transpose_padding(4, pad),
-                          transpose_kernel=True, name=name)
+  return nn.ConvTranspose(
+    features,
+    (4, 4),
+    strides=(stride, stride),
+    padding=torch_conv_transpose_padding(4, pad),
+    transpose_kernel=True,
+    name=name,
+  )
 
 
 def _check_last_dim(x, size: int, name: str):
   if x.ndim < 1 or x.shape[-1] != size:
     raise ValueError(
-        f"{name} expects inputs [..., {size}], got shape {tuple(x.shape)}.")
+      f"{name} expects inputs [..., {size}], got shape {tuple(x.shape)}."
+    )
 
 
 class ConvEncoder(nn.Module):
@@ -159,8 +173,9 @@ class ConvDecoder(nn.Module):
   def __post_init__(self):
     if self.data_dim != _SIDE * _SIDE:
       raise ValueError(
-          f"ConvDecoder produces 28 x 28 images, data_dim must be 784, got "
-          f"{self.data_dim}; use MLPDecoder for other data.")
+        f"ConvDecoder produces 28 x 28 images, data_dim must be 784, got "
+        f"{self.data_dim}; use MLPDecoder for other data."
+      )
     super().__post_init__()
 
   @nn.compact

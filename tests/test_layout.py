@@ -1,0 +1,66 @@
+"""The package's layers import only downward (docs/architecture.md)."""
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vaells_jax"
+# What each layer may import from vaells_jax besides itself.
+ALLOWED = {
+  "config": set(),
+  "core": {"config"},
+  "data": {"config"},
+  "models": {"config", "core", "data"},
+  "training": {"config", "core", "data", "models"},
+  "evaluation": {"config", "core", "data", "models"},
+  "api": {"config", "core", "data", "models", "training", "evaluation"},
+  "runs": {"config", "core", "data", "models", "training", "evaluation", "api"},
+}
+
+
+def _layer(path: pathlib.Path) -> str:
+  return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def _imported_layers(path: pathlib.Path) -> set[str]:
+  layers = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    names = (
+      [a.name for a in node.names]
+      if isinstance(node, ast.Import)
+      else [node.module or ""]
+      if isinstance(node, ast.ImportFrom)
+      else []
+    )
+    for name in names:
+      parts = name.split(".")
+      if parts[0] == "vaells_jax" and len(parts) > 1:
+        layers.add(parts[1])
+      elif parts[0] == "vaells_jax" and isinstance(node, ast.ImportFrom):
+        layers.update(a.name for a in node.names)
+  return layers
+
+
+MODULES = [
+  p
+  for p in sorted(PACKAGE.rglob("*.py"))
+  if p.name != "__init__.py" or p.parent != PACKAGE
+]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_imports_only_lower_layers(path):
+  layer = _layer(path)
+  assert layer in ALLOWED, f"{path} is in no known layer"
+  upward = _imported_layers(path) - ALLOWED[layer] - {layer}
+  assert not upward, f"{path.relative_to(PACKAGE)} imports {sorted(upward)}"
+
+
+def test_every_module_is_short():
+  long = {
+    str(p.relative_to(PACKAGE)): n
+    for p in MODULES
+    if (n := len(p.read_text().splitlines())) > 650
+  }
+  assert not long, long

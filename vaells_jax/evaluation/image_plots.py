@@ -1,0 +1,144 @@
+"""Figures of 28 x 28 digit images: posterior grids, operator paths, rotation.
+
+Like :mod:`vaells_jax.evaluation.plotting`: each function writes one PNG and
+returns its path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vaells_jax.evaluation.plotting import PANEL, plt, save_figure
+
+__all__ = [
+  "plot_image_rows",
+  "plot_operator_paths",
+  "plot_posterior_grids",
+  "plot_rotation_fidelity",
+]
+
+
+def _image_tiles(images, side=28):
+  """``[R, C, side*side]`` -> one ``[R*side, C*side]`` mosaic."""
+  images = np.asarray(images)
+  rows, cols = images.shape[:2]
+  tiles = images.reshape(rows, cols, side, side)
+  return tiles.transpose(0, 2, 1, 3).reshape(rows * side, cols * side)
+
+
+def _box(ax, row, col, side=28, colour="limegreen"):
+  ax.add_patch(
+    plt.Rectangle(
+      (col * side - 0.5, row * side - 0.5),
+      side,
+      side,
+      fill=False,
+      edgecolor=colour,
+      linewidth=2,
+    )
+  )
+
+
+def plot_posterior_grids(path, centres, samples, title=""):
+  """Decoded posterior samples around inputs (paper figs 5, 6, 9, 10).
+
+  Each panel is a 3 x 3 grid: the decoded input in the centre (green box),
+  eight decoded posterior samples around it.
+
+  Args:
+    path: output PNG path.
+    centres: ``[K, 784]`` decoded encodings of ``K`` inputs.
+    samples: ``[K, 8, 784]`` decoded posterior samples.
+    title: figure title.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  centres, samples = np.asarray(centres), np.asarray(samples)
+  num = centres.shape[0]
+  fig, axes = plt.subplots(1, num, figsize=(2.0 * num, 2.3), squeeze=False)
+  for ax, centre, around in zip(axes[0], centres, samples, strict=True):
+    grid = np.concatenate([around[:4], centre[None], around[4:8]]).reshape(3, 3, -1)
+    ax.imshow(_image_tiles(grid), cmap="gray", vmin=0, vmax=1)
+    _box(ax, 1, 1)
+    ax.axis("off")
+  fig.suptitle(title)
+  return save_figure(fig, path)
+
+
+def plot_operator_paths(path, frames, coeffs, title=""):
+  """Decoded paths ``g(expm(t psi_m) z0)`` of one operator (paper figs 7, 11, 12).
+
+  Args:
+    path: output PNG path.
+    frames: ``[R, T, 784]``: one row per input, one column per coefficient.
+    coeffs: ``[T]`` the coefficients ``t``; the column nearest ``t = 0`` (the
+      decoded input) is boxed.
+    title: figure title.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  frames, coeffs = np.asarray(frames), np.asarray(coeffs)
+  rows, cols = frames.shape[:2]
+  fig, ax = plt.subplots(figsize=(0.6 * cols + 0.5, 0.6 * rows + 0.8))
+  ax.imshow(_image_tiles(frames), cmap="gray", vmin=0, vmax=1)
+  centre = int(np.argmin(np.abs(coeffs)))
+  for row in range(rows):
+    _box(ax, row, centre)
+  ax.set_xticks(np.arange(cols) * 28 + 13.5)
+  ax.set_xticklabels([f"{c:.2g}" for c in coeffs], fontsize=6, rotation=90)
+  ax.set_yticks([])
+  ax.set(title=title, xlabel="coefficient")
+  return save_figure(fig, path)
+
+
+def plot_rotation_fidelity(path, coeffs, angles, spans):
+  """Angle of the best-matching rotated input along each operator path.
+
+  Args:
+    path: output PNG path.
+    coeffs: ``[T]`` path coefficients.
+    angles: ``[K, T]`` unwrapped matched angles (degrees) of ``K`` inputs.
+    spans: ``[K]`` each path's longest monotonic rise, in degrees (legend).
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  angles = np.asarray(angles)
+  fig, ax = plt.subplots(figsize=(PANEL + 1.5, PANEL))
+  for k, (row, span) in enumerate(zip(angles, spans, strict=True)):
+    ax.plot(
+      coeffs,
+      row - row[np.argmin(np.abs(coeffs))],
+      marker=".",
+      label=f"input {k}: {span:.0f} deg",
+    )
+  ax.set(
+    title="rotation fidelity",
+    xlabel="operator coefficient",
+    ylabel="matched rotation angle (deg, unwrapped, 0 at t=0)",
+  )
+  ax.legend(fontsize=6, ncol=2)
+  return save_figure(fig, path)
+
+
+def plot_image_rows(path, rows):
+  """One row of 28 x 28 images per entry, titled on the left.
+
+  Args:
+    path: output PNG path.
+    rows: ``[(title, images [K, 784])]``, the same ``K`` for every row.
+
+  Returns:
+    The path written, a ``pathlib.Path``.
+  """
+  fig, axes = plt.subplots(
+    len(rows), 1, figsize=(1.0 * len(rows[0][1]) + 1.2, 1.1 * len(rows)), squeeze=False
+  )
+  for ax, (title, images) in zip(axes[:, 0], rows, strict=True):
+    ax.imshow(_image_tiles(np.asarray(images)[None]), cmap="gray", vmin=0, vmax=1)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_ylabel(title, rotation=0, ha="right", va="center")
+  return save_figure(fig, path)

@@ -1,0 +1,294 @@
+"""Evaluation of a model trained on 28 x 28 digit images (rotated / natural MNIST).
+
+Metrics (paper section 5, appendix D; SPEC section 6):
+
+* ``log_likelihood`` and ``elbo``: importance-sampled over
+  ``config.eval_ll_points`` test points with ``config.eval_ll_samples``
+  samples each (:mod:`vaells_jax.evaluation.likelihood`);
+* ``mse``: mean squared pixel error of ``g(f(x))`` on every test digit;
+* ``knn_class_accuracy``: leave-one-out 1-NN digit class of the test codes;
+* rotated inputs (``config.input_rotation > 0``): ``rotation_span_degrees``
+  and ``rotation_spearman``: along the path ``expm(t psi) f(x)`` of the
+  strongest operator from an upright digit (``|t|`` up to ``pi / rho``, a half
+  turn each way of the slowest rotation of the operator that moves the
+  digits, :func:`path_span`), the angle at which a rotated copy of the input
+  best matches each decoded frame; the longest monotonic rise of that angle
+  (frame steps of 0 to ``MAX_FRAME_STEP`` degrees) and its rank correlation
+  with ``t`` (median over one digit per class; also the best);
+  ``reference_cosine``, ``|cos|`` between that operator and the reference
+  :func:`fit_orbit_operator` fits to the encoder's orbits of rotated training
+  digits, and ``reference_rotation_span_degrees``, the reference's median rise
+  (what the encoder allows);
+* natural digits: ``class_consistency``, the fraction of decoded posterior
+  samples that a classifier trained on the training digits assigns the
+  input's class, with that classifier's own ``classifier_test_accuracy``.
+
+Figures: posterior-sample grids, extrapolated paths of each operator, the
+latent embedding (first two principal components), rotation fidelity.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vaells_jax.core.transport import transport_path
+from vaells_jax.data.augment import rotate_images, rotated_copies
+from vaells_jax.evaluation import image_plots, plotting
+from vaells_jax.evaluation import metrics as evaluation
+from vaells_jax.evaluation.classifier import accuracy, predict, train_classifier
+from vaells_jax.evaluation.likelihood import importance_log_likelihood
+from vaells_jax.evaluation.rotation import (
+  fit_orbit_operator,
+  matched_angles,
+  path_span,
+  rotation_path_stats,
+)
+from vaells_jax.evaluation.synthetic_report import write_markdown
+
+__all__ = ["evaluate_and_report"]
+
+GRID_INPUTS = 6  # posterior-sample grids
+PATH_FRAMES = 11  # columns of the operator-path figures
+FIDELITY_FRAMES = 37  # frames along each rotation-fidelity path
+REFERENCE_DIGITS = 300  # training digits whose orbits fit the reference operator
+REFERENCE_ANGLES = 36  # rotated copies per digit (10 degrees apart)
+CONSISTENCY_INPUTS = 500
+CONSISTENCY_SAMPLES = 8
+CHUNK = 500
+CLASSIFIER_STEPS = 600
+
+
+def _chunked(fn, x, size=CHUNK):
+  return np.concatenate(
+    [np.asarray(fn(x[i : i + size])) for i in range(0, len(x), size)]
+  )
+
+
+def evaluate_and_report(trained, workdir, summary) -> dict:
+  """Computes the image metrics, writes the figures and ``summary.md``.
+
+  Args:
+    trained: a :class:`~vaells_jax.api.TrainedVAELLS` with a ``conv``
+      network (28 x 28 images).
+    workdir: output folder.
+    summary: training facts to include in ``summary.md``.
+
+  Returns:
+    The metrics.
+  """
+  if trained.psi is None:
+    return _baseline_report(trained, workdir, summary)
+  workdir = pathlib.Path(workdir)
+  data, cfg, model = trained.data, trained.config, trained._model
+  params, psi = trained.params, trained.psi
+  key = jax.random.PRNGKey(cfg.seed + 2)
+  k_present, k_ll, k_grid, k_cons = jax.random.split(key, 4)
+  x_orig = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  x_in = np.asarray(jax.jit(model.present)(x_orig, k_present))
+
+  encode = jax.jit(lambda x: model.encode(params, x))
+  decode = jax.jit(lambda w: model.decode(params, w))
+  codes = _chunked(encode, x_in)  # inference scale
+  recon = _chunked(decode, codes)
+  metrics = {
+    "mse": float(np.mean((recon - x_in) ** 2)),
+    "knn_class_accuracy": evaluation.knn_class_accuracy(codes, labels),
+  }
+
+  num = min(cfg.eval_ll_points, len(x_in))
+  ll, elbo = importance_log_likelihood(
+    model,
+    params,
+    {"x": x_in[:num], "source": {"x": x_orig[:num], "label": labels[:num]}},
+    k_ll,
+    cfg.eval_ll_samples,
+  )
+  metrics.update(
+    log_likelihood=float(ll.mean()),
+    elbo=float(elbo.mean()),
+    log_likelihood_points=num,
+    log_likelihood_samples=cfg.eval_ll_samples,
+  )
+
+  # One upright test digit per class, moved along each operator.
+  firsts = np.asarray([np.flatnonzero(labels == c)[0] for c in np.unique(labels)])
+  magnitudes = np.linalg.norm(np.asarray(psi), axis=(1, 2))
+  starts = codes[firsts] if not cfg.input_rotation else _chunked(encode, x_orig[firsts])
+  b = 1.0 / cfg.zeta3
+
+  def decoded_path(op, ts):  # [R, T, 784]: the starts moved along op [d, d]
+    path = transport_path(op[None], jnp.ones((1, 1)), starts, ts)
+    return np.asarray(decode(jnp.swapaxes(path, 0, 1)))
+
+  def rotation_stats(op):  # matched angles along a half turn each way
+    ts = np.linspace(-1, 1, FIDELITY_FRAMES) * path_span(op, starts, 1000 * b)
+    stats = [
+      rotation_path_stats(ts, matched_angles(f, x_orig[i]))
+      for f, i in zip(decoded_path(op, ts), firsts, strict=True)
+    ]
+    return ts, *(np.asarray([s[k] for s in stats]) for k in range(3))
+
+  for m in range(cfg.num_ops):
+    # A quarter turn each way for rotated digits; up to 10 b otherwise.
+    span = (
+      path_span(psi[m], starts, cap=1000 * b) / 2
+      if cfg.input_rotation
+      else path_span(psi[m], starts, cap=10 * b)
+    )
+    ts = np.linspace(-span, span, PATH_FRAMES)
+    image_plots.plot_operator_paths(
+      workdir / f"operator_path_{m}.png",
+      decoded_path(psi[m], ts),
+      ts,
+      f"operator {m} (|psi|_F = {magnitudes[m]:.3g})",
+    )
+
+  # As in paper fig. 5, the sampling scale is enlarged for rotated digits so
+  # that the samples turn visibly: mean |c| = path_span / 8 (an eighth of a
+  # half turn of the slowest rotation path_span finds).
+  m = int(np.argmax(magnitudes))
+  grid_scale = path_span(psi[m], starts, 1000 * b) / 8 if cfg.input_rotation else b
+  samples = trained.sample_posterior(k_grid, x_in[:GRID_INPUTS], 8, grid_scale)
+  image_plots.plot_posterior_grids(
+    workdir / "posterior_samples.png",
+    recon[:GRID_INPUTS],
+    np.asarray(trained.decode(samples)),
+    f"posterior samples around inputs (Laplace scale {grid_scale:.3g})",
+  )
+
+  if cfg.input_rotation:
+    ts, unwrapped, rises, rhos = rotation_stats(psi[m])
+    metrics.update(
+      rotation_span_degrees=float(np.median(rises)),
+      rotation_span_degrees_best=float(rises.max()),
+      rotation_spearman=float(np.nanmedian(rhos)),
+    )
+    image_plots.plot_rotation_fidelity(
+      workdir / "rotation_fidelity.png", ts, unwrapped, rises
+    )
+    # The reference: the operator fitted to the encoder's own rotation orbits.
+    orbits = _chunked(
+      encode,
+      np.asarray(
+        rotated_copies(data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)
+      ).reshape(-1, data.data_dim),
+    ).reshape(-1, REFERENCE_ANGLES, cfg.latent_dim)
+    reference = np.asarray(fit_orbit_operator(orbits), np.float64)
+    learned = np.asarray(psi[m], np.float64)
+    metrics.update(
+      reference_cosine=float(
+        abs(np.sum(learned * reference))
+        / np.linalg.norm(learned)
+        / np.linalg.norm(reference)
+      ),
+      reference_rotation_span_degrees=float(np.median(rotation_stats(reference)[2])),
+    )
+  elif len(firsts) > 1:
+    metrics.update(_class_consistency(trained, data, k_cons))
+
+  anchors = np.asarray(encode(np.asarray(params["anchors"]).reshape(-1, data.data_dim)))
+  flat_codes, flat_anchors = evaluation.pca_2d(codes, anchors)
+  plotting.plot_latent_embedding(
+    workdir / "latent_by_class.png",
+    flat_codes,
+    labels,
+    flat_anchors,
+    "test codes (first two principal components), anchors as x",
+    "class",
+  )
+  metrics["operator_magnitudes"] = magnitudes.tolist()
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def _baseline_report(trained, workdir, summary) -> dict:
+  """The metrics and figures that apply to a baseline (it has no operators).
+
+  As for VAELLS: ``mse``, ``knn_class_accuracy``, ``log_likelihood`` and
+  ``elbo`` on the test digits as presented (rotated for rotated MNIST),
+  posterior-sample grids, the latent embedding and, for natural digits, the
+  class consistency. The operator paths and rotation fidelity need operators
+  and are left out.
+  """
+  workdir = pathlib.Path(workdir)
+  data, cfg = trained.data, trained.config
+  k_present, k_ll, k_grid, k_cons = jax.random.split(
+    jax.random.PRNGKey(cfg.seed + 2), 4
+  )
+  x_in = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  if cfg.input_rotation:
+    x_in = np.asarray(
+      jax.jit(rotate_images)(
+        x_in, jax.random.uniform(k_present, x_in.shape[:1], maxval=cfg.input_rotation)
+      )
+    )
+  codes = _chunked(jax.jit(trained.encode), x_in)
+  recon = _chunked(jax.jit(trained.decode), codes)
+  metrics = {
+    "mse": float(np.mean((recon - x_in) ** 2)),
+    "knn_class_accuracy": evaluation.knn_class_accuracy(codes, labels),
+  }
+  num = min(cfg.eval_ll_points, len(x_in))
+  ll, elbo = trained.log_likelihood(k_ll, x_in[:num], None, cfg.eval_ll_samples)
+  metrics.update(
+    log_likelihood=float(ll.mean()),
+    elbo=float(elbo.mean()),
+    log_likelihood_points=num,
+    log_likelihood_samples=cfg.eval_ll_samples,
+  )
+  samples = trained.sample_posterior(k_grid, x_in[:GRID_INPUTS], 8)
+  image_plots.plot_posterior_grids(
+    workdir / "posterior_samples.png",
+    recon[:GRID_INPUTS],
+    np.asarray(trained.decode(samples)),
+    "posterior samples around inputs",
+  )
+  if not cfg.input_rotation and len(np.unique(labels)) > 1:
+    metrics.update(_class_consistency(trained, data, k_cons))
+  (flat_codes,) = evaluation.pca_2d(codes)
+  plotting.plot_latent_embedding(
+    workdir / "latent_by_class.png",
+    flat_codes,
+    labels,
+    None,
+    f"{cfg.model}: test codes (first two principal components)",
+    "class",
+  )
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def _class_consistency(trained, data, key):
+  """Classifier accuracy and class consistency of decoded posterior samples."""
+  k_train, k_sample = jax.random.split(key)
+  classifier = train_classifier(
+    np.asarray(data.x_train, np.float32),
+    np.asarray(data.labels_train),
+    key=k_train,
+    num_steps=CLASSIFIER_STEPS,
+  )
+  x_test = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  num = min(CONSISTENCY_INPUTS, len(x_test))
+  samples = trained.sample_posterior(k_sample, x_test[:num], CONSISTENCY_SAMPLES)
+  decoded = np.asarray(trained.decode(samples)).reshape(-1, data.data_dim)
+  kept = predict(classifier, decoded) == np.repeat(labels[:num], CONSISTENCY_SAMPLES)
+  return {
+    "classifier_test_accuracy": accuracy(classifier, x_test, labels),
+    "class_consistency": float(kept.mean()),
+  }
+
+
+FIGURES = (
+  ("latent_by_class.png", "Encoded test digits by class, anchors as x"),
+  ("posterior_samples.png", "Posterior samples (centre: decoded input)"),
+  ("rotation_fidelity.png", "Rotation fidelity along the operator path"),
+) + tuple(
+  (f"operator_path_{m}.png", f"Extrapolated path of operator {m}") for m in range(16)
+)

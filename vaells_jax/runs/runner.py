@@ -1,0 +1,156 @@
+"""One run, end to end: ``train_and_evaluate(config, data, workdir)``.
+
+Validates everything first, trains ``config.model`` (looked up in
+:data:`vaells_jax.api.MODELS`) with :func:`vaells_jax.training.loop.train`,
+then evaluates it with the report of its data (images or synthetic
+manifolds) and writes ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import shutil
+import time
+
+import numpy as np
+
+from vaells_jax.api import DATA_NAME, MODELS, TrainedBaseline, TrainedVAELLS
+from vaells_jax.config import CONFIG_NAME, Config, config_from_json
+from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
+from vaells_jax.evaluation import image_report, synthetic_report
+from vaells_jax.training import loop
+from vaells_jax.training.checkpoint import (
+  CHECKPOINT_DIR,
+  CheckpointError,
+  checkpoint_steps,
+)
+from vaells_jax.training.loop import TrainingDiverged, check_data
+
+__all__ = [
+  "TrainingDiverged",
+  "check_data",
+  "train",
+  "train_and_evaluate",
+  "validate_run",
+]
+
+
+def train(
+  config: Config, data: SyntheticData, workdir, log=print, resume: bool = False
+):
+  """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train`)."""
+  entry = MODELS[config.model]
+  return loop.train(
+    config,
+    data,
+    workdir,
+    init=entry.init,
+    make_step=entry.make_step,
+    log=log,
+    resume=resume,
+  )
+
+
+def validate_run(
+  config: Config,
+  data: SyntheticData,
+  workdir,
+  resume: bool = False,
+  overwrite: bool = False,
+) -> None:
+  """Checks everything :func:`train_and_evaluate` checks before it writes.
+
+  Raises:
+    ValueError: for data that do not fit ``config``, or a ``workdir`` that
+      already holds a run (unless ``resume`` or ``overwrite``).
+    CheckpointError: when resuming a run of another configuration or data.
+  """
+  check_data(config, data)
+  workdir = pathlib.Path(workdir)
+  steps = checkpoint_steps(workdir)
+  if resume:
+    if not (workdir / CONFIG_NAME).exists():
+      raise ValueError(
+        f"Nothing to resume: {workdir} holds no run ({CONFIG_NAME} is missing)."
+      )
+    saved = config_from_json(workdir / CONFIG_NAME)
+    if saved != config:
+      changed = [
+        f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
+        for f in dataclasses.fields(Config)
+        if getattr(saved, f.name) != getattr(config, f.name)
+      ]
+      raise CheckpointError(
+        f"The run in {workdir} has a different "
+        f"configuration ({'; '.join(changed)}); resume "
+        "with the same flags, or start another workdir."
+      )
+    if (workdir / DATA_NAME).exists():
+      saved_data = load_synthetic(workdir / DATA_NAME)
+      if not (
+        np.array_equal(saved_data.x_train, data.x_train)
+        and np.array_equal(saved_data.labels_train, data.labels_train)
+      ):
+        raise CheckpointError(
+          f"The run in {workdir} was trained on different "
+          "data; resume with the same data."
+        )
+  elif steps and not overwrite:
+    raise ValueError(
+      f"{workdir} already holds a run (checkpoints at steps "
+      f"{steps}); resume it, overwrite it, or choose another "
+      "workdir."
+    )
+
+
+def train_and_evaluate(
+  config: Config,
+  data: SyntheticData,
+  workdir,
+  log=print,
+  resume: bool = False,
+  overwrite: bool = False,
+) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
+  """Trains ``config.model`` (VAELLS or a baseline) and writes every output.
+
+  Outputs: ``config.json``, ``dataset.npz``, ``metrics.jsonl``,
+  ``checkpoints/``, ``summary.json``, ``summary.md`` and the figures.
+  Everything is validated before the first file is written.
+
+  Args:
+    config: the run's configuration.
+    data: the data set.
+    workdir: output folder.
+    log: where progress lines go.
+    resume: continue the run in ``workdir`` from its latest checkpoint (the
+      configuration and data must be the same).
+    overwrite: start over in a ``workdir`` that already holds a run
+      (its checkpoints are deleted); without it that is an error.
+
+  Returns:
+    ``(trained model, summary dict)``.
+  """
+  start = time.perf_counter()
+  workdir = pathlib.Path(workdir)
+  validate_run(config, data, workdir, resume, overwrite)
+  workdir.mkdir(parents=True, exist_ok=True)
+  if overwrite and not resume:
+    shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
+  (workdir / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(config), indent=2))
+  save_synthetic(workdir / DATA_NAME, data)
+  state, info = train(config, data, workdir, log, resume=resume)
+  entry = MODELS[config.model]
+  summary = {
+    "model": config.model,
+    **info,
+    "net_skipped_steps": int(state.net_skipped),
+    **entry.summary(state),
+  }
+  trained = entry.trained(config, state, data)
+  report = image_report if config.network == "conv" else synthetic_report
+  summary.update(report.evaluate_and_report(trained, workdir, summary))
+  summary["wall_time_s"] = time.perf_counter() - start
+  (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+  return trained, summary

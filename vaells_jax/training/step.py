@@ -1,0 +1,248 @@
+"""VAELLS training: the state, the schedule and the one jitted training step.
+
+One step (paper Algorithm 1) encodes the batch and the anchors of each sample's
+class, samples ``z = T_psi(c_hat) f(x) + gamma eps`` on the latent scale,
+infers the posterior and prior coefficients (constants), takes the gradient
+of the loss with respect to every parameter group and hands it to the optax
+optimiser (:mod:`vaells_jax.training.optim`): Adam on the networks and
+anchors, the paper's accept/reject step on ``Psi``, each only in its phase.
+
+Which groups move, and the term weights, depend on the phase (warm-up, network
+steps, ``Psi`` steps), computed from ``state.step`` inside the jitted function,
+so the schedule never triggers a recompilation.
+
+Numerical faults do not crash the step: a step whose loss or gradient is not
+finite changes nothing (``optax.apply_if_finite``), and the optimiser counts
+such steps, in total and in a row, so that the training loop can stop a run
+that does not recover.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from vaells_jax.config import Config
+from vaells_jax.models.vaells import (
+  Model,
+  Phase,
+  draw_noise,
+  infer_step_coefficients,
+  init_params,
+  objective_terms,
+  sample_posterior_latents,
+  transport_terms,
+)
+from vaells_jax.training.optim import SkippedSteps, make_optimizer, psi_step_state
+
+__all__ = [
+  "TrainState",
+  "data_parallel_mesh",
+  "init_state",
+  "jit_step",
+  "make_train_step",
+  "phase_of",
+]
+
+
+@flax.struct.dataclass
+class TrainState(SkippedSteps):
+  """Everything that changes during training.
+
+  Attributes:
+    step: steps taken, scalar int.
+    params: ``{"encoder", "decoder", "anchors", "psi"}``; anchors ``[C, A, D]``
+      in input space, per class; ``psi`` the operators ``[M, d, d]``.
+    opt_state: the optax state of :func:`~vaells_jax.training.optim.make_optimizer`
+      (it holds the ``Psi`` rate and the step counters, read through the
+      properties below and ``net_skipped``, ``bad_streak``).
+  """
+
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+  @property
+  def psi(self) -> jax.Array:
+    return self.params["psi"]
+
+  @property
+  def lr_psi(self) -> jax.Array:
+    """Current rate of the ``Psi`` step."""
+    return psi_step_state(self.opt_state).lr
+
+  @property
+  def psi_rejected(self) -> jax.Array:
+    return psi_step_state(self.opt_state).rejected
+
+  @property
+  def psi_attempted(self) -> jax.Array:
+    return psi_step_state(self.opt_state).attempted
+
+
+def phase_of(step, config: Config) -> Phase:
+  """Schedule at ``step``: warm-up, then network and/or ``Psi`` updates.
+
+  Without ``alternate`` every step after warm-up updates both groups (with the
+  prior weights times ``prior_weight_net``, as the original code does). With
+  it, ``net_steps`` network steps (prior terms times ``prior_weight_net``)
+  alternate with ``psi_steps`` ``Psi`` steps (reconstruction times
+  ``recon_weight_psi``).
+  """
+  step = jnp.asarray(step)
+  warmup = step < config.warmup_steps
+  one = jnp.ones((), jnp.float32)
+  if config.alternate:
+    cycle = (step - config.warmup_steps) % (config.net_steps + config.psi_steps)
+    net_phase = cycle < config.net_steps
+  else:
+    net_phase = jnp.ones((), bool)
+  update_psi = ~warmup & (~net_phase | (not config.alternate))
+  psi_only = ~warmup & ~net_phase
+  return Phase(
+    warmup=warmup,
+    update_net=warmup | net_phase,
+    update_psi=update_psi,
+    recon_factor=jnp.where(psi_only, config.recon_weight_psi, one),
+    prior_factor=jnp.where(psi_only, one, config.prior_weight_net * one),
+  )
+
+
+def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
+  """Initial state: :func:`~vaells_jax.models.vaells.init_params` and a fresh optimiser.
+
+  Args:
+    key: ``jax.random`` key.
+    config: the run's configuration.
+    anchors: initial anchors in input space, ``[C, A, D]``.
+    data_dim: ``D``.
+  """
+  params = init_params(key, config, anchors, data_dim)
+  return TrainState(
+    step=jnp.zeros((), jnp.int32),
+    params=params,
+    opt_state=make_optimizer(config).init(params),
+  )
+
+
+def poison_if_not_finite(loss, grads):
+  """``grads``, or NaN everywhere when ``loss`` is not finite, so that
+  ``optax.apply_if_finite`` skips a step whose loss alone overflowed."""
+  finite = jnp.isfinite(loss)
+  return jax.tree_util.tree_map(lambda g: jnp.where(finite, g, jnp.nan), grads)
+
+
+def data_parallel_mesh(devices=None) -> jax.sharding.Mesh:
+  """A 1-D mesh, axis ``"data"``, over ``devices`` (default: all devices)."""
+  devices = jax.devices() if devices is None else devices
+  return jax.sharding.Mesh(np.asarray(devices), ("data",))
+
+
+def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
+  """Builds the jitted ``train_step(state, batch, key) -> (state, metrics)``.
+
+  ``batch`` is ``{"x": [B, D], "label": [B] int}``; labels pick each sample's
+  anchors from ``params["anchors"][label]``.
+
+  With a ``mesh`` (see :func:`data_parallel_mesh`) the step is data-parallel:
+  the batch is split over the mesh's ``"data"`` axis, the state and the
+  metrics are replicated, and XLA inserts the cross-device reductions. The
+  step computes the same function as without a mesh (up to the order of
+  floating-point sums); ``B`` must be a multiple of the number of devices.
+  """
+  cfg = model.config
+  optimizer = make_optimizer(cfg)
+
+  def train_step(state: TrainState, batch, key):
+    phase = phase_of(state.step, cfg)
+    k_noise, k_inf = jax.random.split(key)
+    batch = {
+      "x": model.present(batch["x"], jax.random.fold_in(key, 7)),
+      "source": batch,
+    }
+    noise = draw_noise(k_noise, cfg, phase, batch["x"].shape[0])
+    mu = model.encode(state.params, batch["x"])
+    z = sample_posterior_latents(state.psi, mu, noise)
+
+    def infer():
+      anchors = model.encode_anchors(state.params, batch["source"])
+      args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
+      return anchors, infer_step_coefficients(model, *args, k_inf)
+
+    # Warm-up trains the reconstruction alone: no anchors, no inference.
+    anchors, inferred = jax.lax.cond(
+      phase.warmup,
+      lambda: jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer)),
+      infer,
+    )
+
+    def loss(params):
+      terms = objective_terms(model, params, batch, noise, inferred, phase)
+      return terms.total, terms
+
+    (_, terms), grads = jax.value_and_grad(loss, has_aux=True)(state.params)
+    grads = poison_if_not_finite(terms.total, grads)
+
+    def transport_part_at(params):
+      # Same samples z and coefficients as the current objective (paper
+      # Algorithm 1), other Psi.
+      log_q, log_p, frobenius = transport_terms(
+        cfg, params["psi"], *jax.lax.stop_gradient((mu, anchors, z)), inferred, phase
+      )
+      return log_q - log_p + frobenius
+
+    updates, opt_state = optimizer.update(
+      grads,
+      state.opt_state,
+      state.params,
+      update_net=phase.update_net,
+      update_psi=phase.update_psi,
+      step=state.step,
+      value=terms.transport_part,
+      value_fn=transport_part_at,
+    )
+    new_state = state.replace(
+      step=state.step + 1,
+      params=optax.apply_updates(state.params, updates),
+      opt_state=opt_state,
+    )
+    psi_state = psi_step_state(opt_state)
+    accepted = (psi_state.attempted > state.psi_attempted) & (
+      psi_state.rejected == state.psi_rejected
+    )
+    metrics = {
+      "loss": terms.total,
+      "recon": terms.recon,
+      "log_q": terms.log_q,
+      "log_p": terms.log_p,
+      "frobenius": terms.frobenius,
+      "lr_psi": psi_state.lr,
+      "psi_rejected": psi_state.rejected,
+      "psi_accepted": accepted,
+      "net_skipped": new_state.net_skipped,
+      "inference_iters": jnp.mean(inferred.prior.num_iter.astype(jnp.float32)),
+      "inference_converged": jnp.mean(inferred.prior.converged.astype(jnp.float32)),
+    }
+    return new_state, metrics
+
+  return jit_step(train_step, mesh)
+
+
+def jit_step(step, mesh: jax.sharding.Mesh | None = None):
+  """Jits ``step(state, batch, key) -> (state, metrics)``; with a ``mesh``, the
+  batch is split over its ``"data"`` axis and the rest replicated."""
+  if mesh is None:
+    return jax.jit(step)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  split = NamedSharding(mesh, PartitionSpec("data"))
+  return jax.jit(
+    step,
+    in_shardings=(replicated, split, replicated),
+    out_shardings=(replicated, replicated),
+  )
