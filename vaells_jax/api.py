@@ -63,6 +63,11 @@ class TrainedVAELLS:
   def _model(self) -> Model:
     return Model.create(self.config, self.data.data_dim)
 
+  @property
+  def solvers(self):
+    """The coefficient solvers (``.posterior``, ``.prior``) built from the config."""
+    return self._model.solvers
+
   def encode(self, x):
     """``f(x) / latent_scale``: ``[..., D] -> [..., d]``."""
     return self._model.encode(self.params, jnp.asarray(x))
@@ -121,7 +126,7 @@ class TrainedVAELLS:
     """
     key = jax.random.PRNGKey(0) if key is None else key
     z0, z1 = jnp.asarray(z0), jnp.asarray(z1)
-    solver = self._model.solvers.prior.replace(
+    solver = self.solvers.prior.replace(
       num_restarts=num_restarts, init_range=init_range
     )
     result = solver(self.psi, z0, z1, l1_weight=self.config.zeta_p, key=key)

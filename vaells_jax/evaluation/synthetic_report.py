@@ -86,7 +86,7 @@ def _posterior_contour(trained, center, latents):
   gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], CONTOUR_GRID)
   grid = np.stack(np.meshgrid(gx, gy), axis=-1)  # [G2, G1, 2]
   start = jnp.asarray(center)
-  result = trained._model.solvers.prior(
+  result = trained.solvers.prior(
     trained.psi,
     start,
     jnp.asarray(grid, jnp.float32),
