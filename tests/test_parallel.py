@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent("""
     worst = 0.0
     for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(four),
                     strict=True):
-      a, b = np.asarray(a), np.asarray(b)
+      a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
       np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
       worst = max(worst, float(np.max(np.abs(a - b), initial=0.0)))
     assert int(four.step) == 6 and int(four.psi_attempted) == 6

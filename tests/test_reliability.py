@@ -24,6 +24,7 @@ import numpy as np
 import psutil
 import pytest
 
+from vaells_jax import api
 from vaells_jax.config import Config
 from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.models.vaells import Model
@@ -350,10 +351,10 @@ def test_poisoned_batch_skips_the_step_and_training_goes_on():
 
 def _inject(monkeypatch, fault):
   """Makes the runner's train step apply ``fault(step, state, batch)`` first."""
-  make = runner.make_train_step
+  entry = api.MODELS["vaells"]
 
   def make_faulty(*args):
-    step_fn = make(*args)
+    step_fn = entry.make_step(*args)
 
     def faulty(state, batch, key):
       state, batch = fault(int(state.step), state, batch)
@@ -361,7 +362,7 @@ def _inject(monkeypatch, fault):
 
     return faulty
 
-  monkeypatch.setattr(runner, "make_train_step", make_faulty)
+  monkeypatch.setitem(api.MODELS, "vaells", entry._replace(make_step=make_faulty))
 
 
 def test_poisoned_batches_in_a_run_are_counted_and_logged(tmp_path, monkeypatch):
@@ -426,9 +427,11 @@ def test_long_run_neither_recompiles_nor_grows_memory(tmp_path, monkeypatch):
     alternate=True,
   )
   made = []
-  make = runner.make_train_step
-  monkeypatch.setattr(
-    runner, "make_train_step", lambda *args: made.append(make(*args)) or made[-1]
+  entry = api.MODELS["vaells"]
+  monkeypatch.setitem(
+    api.MODELS,
+    "vaells",
+    entry._replace(make_step=lambda *a: made.append(entry.make_step(*a)) or made[-1]),
   )
   process = psutil.Process(os.getpid())
   samples = []
