@@ -39,6 +39,9 @@ from vaells_jax.config import CONFIG_NAME, config_from_json, override  # noqa: E
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
 COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
 DIGITS = ("rot_mnist", "nat_mnist")
+STUDIES = ("sensitivity",)  # --base=concentric|swiss_roll
+STUDY_BASES = ("concentric", "swiss_roll")
+STUDY_POPULATION = 8  # members per seed unless --config.population says
 MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
@@ -61,7 +64,10 @@ def parse_args(argv):
   parser = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
   )
-  parser.add_argument("--exp", required=True, help="|".join(EXPERIMENTS + COMPARISONS))
+  parser.add_argument(
+    "--exp", required=True, help="|".join(EXPERIMENTS + COMPARISONS + STUDIES)
+  )
+  parser.add_argument("--base", default=None, help="|".join(STUDY_BASES))
   parser.add_argument("--model", default="vaells", choices=MODELS)
   parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--workdir", default=None)
@@ -80,11 +86,18 @@ def parse_args(argv):
     overrides[key] = value
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
-  if args.exp not in EXPERIMENTS + COMPARISONS:
+  if args.exp not in EXPERIMENTS + COMPARISONS + STUDIES:
     parser.error(
       f"unknown --exp={args.exp!r}; choose one of: "
-      f"{', '.join(EXPERIMENTS + COMPARISONS)}"
+      f"{', '.join(EXPERIMENTS + COMPARISONS + STUDIES)}"
     )
+  if (args.exp in STUDIES) != (args.base is not None):
+    parser.error("--base goes with --exp=sensitivity, and only with it")
+  if args.exp in STUDIES:
+    if args.base not in STUDY_BASES:
+      parser.error(f"--base must be one of {', '.join(STUDY_BASES)}")
+    if args.seeds < 1 or "seed" in overrides or args.model != "vaells":
+      parser.error("a study trains VAELLS on seeds 0..N-1: use --seeds=N >= 1")
   if args.exp in COMPARISONS:
     if args.model != "vaells" or "model" in overrides:
       parser.error("a comparison trains every model; leave out --model")
@@ -127,11 +140,33 @@ def compare(args, config, workdir) -> int:
   return 0
 
 
+def sensitivity(args, config, workdir) -> int:
+  """The population study on seeds 0..N-1 (vaells_jax.runs.sensitivity)."""
+  import dataclasses
+
+  from vaells_jax.runs.sensitivity import population_study  # slow imports (jax)
+
+  if config.population == 1:
+    config = dataclasses.replace(config, population=STUDY_POPULATION)
+  summary = population_study(
+    config,
+    lambda c: make_data(args.base, c, None),
+    range(args.seeds),
+    workdir,
+    log=lambda line: print(line, flush=True),
+  )
+  print((workdir / "sensitivity.md").read_text())
+  return 0 if summary else 1
+
+
 def main(argv=None) -> int:
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
   exp = args.exp[len("compare_") :] if args.exp in COMPARISONS else args.exp
+  if args.exp in STUDIES:
+    exp = args.base
   suffix = "" if args.model == "vaells" else f"_{args.model}"
-  workdir = pathlib.Path(args.workdir or ROOT / "runs" / f"{args.exp}{suffix}")
+  name = f"sensitivity_{args.base}" if args.exp in STUDIES else args.exp
+  workdir = pathlib.Path(args.workdir or ROOT / "runs" / f"{name}{suffix}")
   config_module = importlib.import_module(f"experiments.configs.{exp}")
   saved = workdir / CONFIG_NAME
   try:
@@ -147,6 +182,8 @@ def main(argv=None) -> int:
     return 2
   if args.exp in COMPARISONS:
     return compare(args, config, workdir)
+  if args.exp in STUDIES:
+    return sensitivity(args, config, workdir)
   from vaells_jax.data.mnist import MnistUnavailable
   from vaells_jax.runs.runner import TrainingDiverged, train_and_evaluate, validate_run
   from vaells_jax.training.checkpoint import CheckpointError  # slow imports (jax)

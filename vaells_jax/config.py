@@ -15,6 +15,9 @@ CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
 INFERENCE_METHODS = ("fista", "lm")  # vaells_jax.core.inference.METHODS
+POPULATION_INITS = ("dictionary", "all")
+# Selection signals of population training (vaells_jax.training.population).
+SELECT_SIGNALS = ("psi_rejected", "loss", "log_p")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +51,15 @@ class Config:
   # points") trains the swiss roll from the same networks and anchors with
   # different dictionary draws; this is that knob.
   psi_seed: int = -1
+  # Population training (vaells_jax.training.population): ``population``
+  # members train side by side in one vmapped step, on the same batches,
+  # until ``select_at * num_steps``; they differ in their dictionary draw
+  # ("dictionary") or also in networks and anchors ("all"). The member with
+  # the best ``select_signal`` then continues alone. 1: a single run.
+  population: int = 1
+  population_init: str = "dictionary"
+  select_at: float = 0.25
+  select_signal: str = "psi_rejected"
   zeta1: float = 0.01  # reconstruction
   zeta2: float = 1.0  # posterior data term
   zeta3: float = 1.0  # posterior coefficient term (= 1/b)
@@ -157,6 +169,25 @@ class Config:
     for name in non_negative:
       if not getattr(self, name) >= 0:
         raise ValueError(f"config.{name} must be >= 0, got {getattr(self, name)!r}.")
+    if self.population < 1:
+      raise ValueError(f"config.population must be >= 1, got {self.population}.")
+    if self.population_init not in POPULATION_INITS:
+      raise ValueError(
+        f"config.population_init must be one of {POPULATION_INITS}, got "
+        f"{self.population_init!r}."
+      )
+    if not 0 < self.select_at <= 1:
+      raise ValueError(f"config.select_at must be in (0, 1], got {self.select_at}.")
+    if self.select_signal not in SELECT_SIGNALS:
+      raise ValueError(
+        f"config.select_signal must be one of {SELECT_SIGNALS}, got "
+        f"{self.select_signal!r}."
+      )
+    if self.population > 1 and self.model != "vaells":
+      raise ValueError(
+        f"config.population={self.population} trains VAELLS members; "
+        f"config.model={self.model!r} has no dictionary to draw."
+      )
     if self.psi_seed < -1:
       raise ValueError(
         f"config.psi_seed must be >= 0, or -1 (from config.seed), got {self.psi_seed}."

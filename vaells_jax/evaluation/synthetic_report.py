@@ -157,6 +157,40 @@ def spread_restarts(psi):
   return PATH_RESTARTS, (-reach, -reach + 2 * reach / PATH_RESTARTS)
 
 
+COVERAGE_SUCCESS = 0.9  # SPEC section 6: success on the synthetic sets is
+SAMPLE_DISTANCE_SUCCESS = 15.0  # coverage >= 0.9 and samples <= 15 noise levels
+
+
+def learned_structure(trained, key) -> dict:
+  """Whether a VAELLS model learned its synthetic manifold (SPEC section 6).
+
+  ``orbit_coverage`` of the strongest operator from the anchors and the
+  ``sample_manifold_distance`` of decoded prior samples, as
+  :func:`evaluate_and_report` computes them (with ``key`` for the samples),
+  and ``success``: coverage >= 0.9 and samples within 15 noise levels.
+  """
+  data = trained.data
+  latents = np.asarray(trained.encode(data.x_test))
+  max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
+  anchors = np.asarray(trained.anchors_latent)
+  prior = np.asarray(
+    trained._sample_around(
+      key, jnp.asarray(anchors.reshape(-1, anchors.shape[-1])), NUM_PRIOR_SAMPLES
+    )
+  )
+  decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
+  distance = evaluation.manifold_distance(decoded, data.manifold, data.noise_std)
+  strongest = int(np.argmax(np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))))
+  coverage, _ = _traversals(trained, anchors, strongest, max_norm)
+  return {
+    "orbit_coverage": coverage,
+    "sample_manifold_distance": distance,
+    "success": bool(
+      coverage >= COVERAGE_SUCCESS and distance <= SAMPLE_DISTANCE_SUCCESS
+    ),
+  }
+
+
 def evaluate_and_report(trained, workdir, summary) -> dict:
   """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
 

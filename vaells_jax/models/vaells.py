@@ -100,23 +100,31 @@ def _networks(config: Config, data_dim: int):
   )
 
 
-def init_params(key, config: Config, anchors, data_dim: int) -> dict:
+def init_params(key, config: Config, anchors, data_dim: int, member: int = 0) -> dict:
   """Random networks, ``Psi ~ N(0, psi_init_std^2)`` and the given anchors.
 
   ``Psi`` is drawn from ``key`` too unless ``config.psi_seed >= 0``.
+  Population ``member > 0`` draws its own dictionary (and, with
+  ``config.population_init == "all"``, its own networks); member 0 is the
+  single run's initialisation.
 
   Args:
     key: ``jax.random`` key.
     config: the run's configuration.
     anchors: initial anchors in input space, ``[C, A, D]``.
     data_dim: ``D``.
+    member: index in a population (:mod:`vaells_jax.training.population`).
 
   Returns:
     ``{"encoder", "decoder", "anchors", "psi"}``.
   """
+  if member and config.population_init == "all":
+    key = jax.random.fold_in(key, member)
   k_enc, k_dec, k_psi = jax.random.split(key, 3)
   if config.psi_seed >= 0:
     k_psi = jax.random.PRNGKey(config.psi_seed)
+  if member:
+    k_psi = jax.random.fold_in(k_psi, member)
   encoder, decoder = _networks(config, data_dim)
   d, m = config.latent_dim, config.num_ops
   return {

@@ -20,7 +20,7 @@ from vaells_jax.api import DATA_NAME, MODELS, TrainedBaseline, TrainedVAELLS
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.evaluation import image_report, synthetic_report
-from vaells_jax.training import loop
+from vaells_jax.training import loop, population
 from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   CheckpointError,
@@ -40,7 +40,11 @@ __all__ = [
 def train(
   config: Config, data: SyntheticData, workdir, log=print, resume: bool = False
 ):
-  """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train`)."""
+  """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train`), or a
+  population of VAELLS members and its best (``config.population > 1``,
+  :func:`vaells_jax.training.population.train`)."""
+  if config.population > 1:
+    return population.train(config, data, workdir, log=log, resume=resume)
   entry = MODELS[config.model]
   return loop.train(
     config,
@@ -69,7 +73,9 @@ def validate_run(
   """
   check_data(config, data)
   workdir = pathlib.Path(workdir)
-  steps = checkpoint_steps(workdir)
+  steps = checkpoint_steps(workdir) or checkpoint_steps(
+    workdir / population.POPULATION_DIR
+  )
   if resume:
     if not (workdir / CONFIG_NAME).exists():
       raise ValueError(
@@ -138,6 +144,7 @@ def train_and_evaluate(
   workdir.mkdir(parents=True, exist_ok=True)
   if overwrite and not resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
+    shutil.rmtree(workdir / population.POPULATION_DIR, ignore_errors=True)
   (workdir / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(config), indent=2))
   save_synthetic(workdir / DATA_NAME, data)
   state, info = train(config, data, workdir, log, resume=resume)

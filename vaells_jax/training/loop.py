@@ -114,6 +114,14 @@ class TrainingDiverged(RuntimeError):
 
 
 def _log_line(step, metrics, rate):
+  if isinstance(metrics["loss"], list):  # a population: one value per member
+    return (
+      f"step {step:6d}  population  loss "
+      + " ".join(f"{v:+.3f}" for v in metrics["loss"])
+      + "  psi_rejected "
+      + " ".join(str(int(v)) for v in metrics["psi_rejected"])
+      + f"  {rate:.1f} steps/s"
+    )
   if "kl" in metrics:  # a baseline
     return (
       f"step {step:6d}  loss {metrics['loss']:+.4f}  log_px "
@@ -177,13 +185,16 @@ def _accumulate(window, metrics):
   )
 
 
-def _window_means(window, last, count: int) -> dict[str, float]:
+def _window_means(window, last, count: int) -> dict:
   """Per-step means of the summed ``window`` (``count`` steps); the
-  :data:`_LAST_VALUE` metrics from ``last``, the line's own step."""
+  :data:`_LAST_VALUE` metrics from ``last``, the line's own step. Floats, or
+  lists of floats for a population (one per member)."""
   window, last = jax.device_get((window, last))
-  return {
-    k: float(last[k]) if k in _LAST_VALUE else float(window[k]) / count for k in last
+  means = {
+    k: np.asarray(last[k] if k in _LAST_VALUE else window[k] / count, np.float64)
+    for k in last
   }
+  return {k: v.tolist() if v.ndim else float(v) for k, v in means.items()}
 
 
 def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
@@ -254,7 +265,7 @@ def train(
     state = restore_checkpoint(workdir, state)
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:
-    log(f"no checkpoint in {workdir} yet: starting from step 0")
+    log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
   first_step = int(state.step)
   metrics_path = workdir / METRICS_NAME
   _truncate_metrics(metrics_path, first_step if resume else -1)
@@ -281,8 +292,9 @@ def train(
         jax.random.fold_in(step_key, step),
       )
       # Reading the previous step's counter keeps the device one step ahead.
+      # A population stops when every member is failing.
       if streak is not None:
-        bad = int(streak)
+        bad = int(np.min(streak))
         if bad == 1:
           log(f"step {step}: non-finite loss; network step skipped, Psi step rejected")
         if bad >= config.max_bad_steps:
@@ -312,11 +324,14 @@ def train(
         log(_log_line(done, metrics, rate))
       if done == config.num_steps:
         # Failed steps change no parameters, so the final state is kept as is.
-        if int(state.bad_streak):
-          log(f"warning: the last {int(state.bad_streak)} steps had a non-finite loss")
+        if int(np.min(state.bad_streak)):
+          log(
+            f"warning: the last {int(np.min(state.bad_streak))} steps had a "
+            "non-finite loss"
+          )
         save_checkpoint(workdir, state)
       elif done % config.checkpoint_every == 0:
-        if int(state.bad_streak) == 0:
+        if int(np.min(state.bad_streak)) == 0:
           save_checkpoint(workdir, state)
         else:
           log(f"step {done}: checkpoint skipped while steps are failing")

@@ -48,6 +48,7 @@ __all__ = [
   "jit_step",
   "make_train_step",
   "phase_of",
+  "train_step_fn",
 ]
 
 
@@ -114,7 +115,9 @@ def phase_of(step, config: Config) -> Phase:
   )
 
 
-def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
+def init_state(
+  key, config: Config, anchors, data_dim: int, member: int = 0
+) -> TrainState:
   """Initial state: :func:`~vaells_jax.models.vaells.init_params` and a fresh optimiser.
 
   Args:
@@ -122,8 +125,9 @@ def init_state(key, config: Config, anchors, data_dim: int) -> TrainState:
     config: the run's configuration.
     anchors: initial anchors in input space, ``[C, A, D]``.
     data_dim: ``D``.
+    member: index in a population (see ``init_params``).
   """
-  params = init_params(key, config, anchors, data_dim)
+  params = init_params(key, config, anchors, data_dim, member)
   return TrainState(
     step=jnp.zeros((), jnp.int32),
     params=params,
@@ -147,6 +151,8 @@ def data_parallel_mesh(devices=None) -> jax.sharding.Mesh:
 def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   """Builds the jitted ``train_step(state, batch, key) -> (state, metrics)``.
 
+  The step is :func:`train_step_fn` under ``jax.jit``.
+
   ``batch`` is ``{"x": [B, D], "label": [B] int}``; labels pick each sample's
   anchors from ``params["anchors"][label]``.
 
@@ -156,6 +162,12 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   step computes the same function as without a mesh (up to the order of
   floating-point sums); ``B`` must be a multiple of the number of devices.
   """
+  return jit_step(train_step_fn(model), mesh)
+
+
+def train_step_fn(model: Model):
+  """The training step ``(state, batch, key) -> (state, metrics)``, not jitted
+  (:func:`make_train_step` jits it; a population vmaps it first)."""
   cfg = model.config
   optimizer = make_optimizer(cfg)
 
@@ -231,7 +243,7 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
     }
     return new_state, metrics
 
-  return jit_step(train_step, mesh)
+  return train_step
 
 
 def jit_step(step, mesh: jax.sharding.Mesh | None = None):

@@ -1,0 +1,258 @@
+"""Population training: members side by side in one vmapped step, then the best.
+
+``config.population = K`` members start from the same networks and anchors
+and differ in their dictionary draw (``population_init="dictionary"``), or
+also in their networks (``"all"``); member 0 is exactly the single run. They
+train in ONE jitted step, ``jax.vmap`` of the training step over the leading
+member axis of the state, on the same batches and keys, until
+``select_at * num_steps``. Then every member is scored with signals that need
+no ground truth (:func:`selection_signals`), and the member with the best
+``config.select_signal`` continues alone (:func:`member`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vaells_jax.config import Config
+from vaells_jax.data.synthetic import SyntheticData
+from vaells_jax.models.vaells import Model
+from vaells_jax.training import loop
+from vaells_jax.training.checkpoint import restore_checkpoint
+from vaells_jax.training.loop import batch_indices
+from vaells_jax.training.step import (
+  TrainState,
+  init_state,
+  jit_step,
+  make_train_step,
+  train_step_fn,
+)
+
+__all__ = [
+  "POPULATION_DIR",
+  "SELECTION_NAME",
+  "SIGNAL_BATCHES",
+  "init_population",
+  "make_population_step",
+  "member",
+  "select",
+  "selection_signals",
+  "selection_step",
+  "train",
+]
+
+POPULATION_DIR = "population"  # the members' checkpoints and metrics, in the workdir
+SELECTION_NAME = "selection.json"  # in POPULATION_DIR: signals and the choice
+
+SIGNAL_BATCHES = 10  # training batches each member's loss terms are averaged over
+# Direction of each selection signal: the member with the smallest
+# sign * signal is chosen.
+SIGN = {"psi_rejected": 1.0, "loss": 1.0, "log_p": -1.0}
+
+
+def selection_step(config: Config) -> int:
+  """The step at which a population is scored and one member kept."""
+  return max(1, round(config.select_at * config.num_steps))
+
+
+def init_population(key, config: Config, data: SyntheticData) -> TrainState:
+  """The members' initial states: ``params`` and ``opt_state`` stacked on a
+  leading member axis ``[K, ...]``, one shared ``step``."""
+  states = [
+    init_state(key, config, data.anchors, data.data_dim, member=k)
+    for k in range(config.population)
+  ]
+  stack = lambda *a: jax.tree_util.tree_map(lambda *x: jnp.stack(x), *a)  # noqa: E731
+  return states[0].replace(
+    params=stack(*(s.params for s in states)),
+    opt_state=stack(*(s.opt_state for s in states)),
+  )
+
+
+# vmap's axes of a population state: members on params and opt_state.
+_MEMBER_AXES = TrainState(step=None, params=0, opt_state=0)
+
+
+def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=None):
+  """The jitted step of all members at once (same batch and key for each).
+
+  ``vectorize=True``: ``jax.vmap`` of the training step over the state's
+  member axis, one batched computation (the default on GPU and TPU).
+  ``False``: ``jax.lax.map`` over the members inside the same compiled step
+  (the default on CPU): under ``vmap`` the coefficient solver's line search
+  runs as many trials as the worst pair of ALL members needs, which made a
+  swiss-roll step of 4 members 2.8x and a concentric step of 8 members 1.5x
+  slower than mapping (``benchmarks/population_step.py``). Both compute the
+  same function (``tests/test_population.py``).
+  """
+  if vectorize is None:
+    vectorize = jax.default_backend() != "cpu"
+  step = train_step_fn(Model.create(config, data_dim))
+  if vectorize:
+    batched = jax.vmap(
+      step, in_axes=(_MEMBER_AXES, None, None), out_axes=(_MEMBER_AXES, 0)
+    )
+  else:
+
+    def batched(state, batch, key):
+      def one(member_state):
+        params, opt_state = member_state
+        new, metrics = step(
+          state.replace(params=params, opt_state=opt_state), batch, key
+        )
+        return (new.params, new.opt_state), metrics
+
+      (params, opt_state), metrics = jax.lax.map(one, (state.params, state.opt_state))
+      new = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+      return new, metrics
+
+  return jit_step(batched, mesh)
+
+
+def member(state: TrainState, k: int) -> TrainState:
+  """Member ``k`` of a population state, as a single run's state."""
+  pick = lambda tree: jax.tree_util.tree_map(lambda a: a[k], tree)  # noqa: E731
+  return state.replace(params=pick(state.params), opt_state=pick(state.opt_state))
+
+
+def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> dict:
+  """Each member's signals, none of which needs the true manifold.
+
+  * ``psi_rejected``: rejected ``Psi`` steps so far (the paper's health
+    signal);
+  * ``loss``, ``log_p``, ``log_q``, ``recon``: the loss and its terms, averaged
+    over :data:`SIGNAL_BATCHES` training batches (fixed by the seed), as the
+    step computes them (the parameters are not updated).
+
+  Args:
+    state: the population's state, ``[K, ...]`` leaves.
+    config: the run's configuration.
+    data: the training data.
+    step_fn: the population's jitted step (:func:`make_population_step`).
+
+  Returns:
+    ``{name: [K] list of floats}``.
+  """
+  x = np.asarray(data.x_train, np.float32)
+  labels = np.asarray(data.labels_train, np.int32)
+  key = jax.random.PRNGKey(config.seed + 3)
+  sums = None
+  for i in range(SIGNAL_BATCHES):
+    idx = batch_indices(config.seed + 3, i, x.shape[0], config.batch_size)
+    _, metrics = step_fn(
+      state, {"x": x[idx], "label": labels[idx]}, jax.random.fold_in(key, i)
+    )
+    terms = {k: np.asarray(metrics[k], np.float64) for k in _TERMS}
+    sums = terms if sums is None else {k: sums[k] + terms[k] for k in _TERMS}
+  signals = {k: (v / SIGNAL_BATCHES).tolist() for k, v in sums.items()}
+  signals["psi_rejected"] = np.asarray(state.psi_rejected).astype(float).tolist()
+  return signals
+
+
+_TERMS = ("loss", "log_p", "log_q", "recon")
+
+
+def select(signals: dict, name: str) -> tuple[int, str]:
+  """The member with the best signal ``name`` (finite members only; ties go
+  to the lower loss, then the lower index) and a sentence saying why."""
+  value = SIGN[name] * np.asarray(signals[name], np.float64)
+  loss = np.asarray(signals["loss"], np.float64)
+  ok = np.isfinite(value) & np.isfinite(loss)
+  if not ok.any():
+    return 0, "no member has a finite signal; member 0 (the single run) kept"
+  order = np.lexsort(
+    (np.arange(len(value)), np.where(ok, loss, np.inf), np.where(ok, value, np.inf))
+  )
+  best = int(order[0])
+  values = ", ".join(f"{v:.4g}" for v in signals[name])
+  better = (
+    "fewest" if name == "psi_rejected" else ("highest" if SIGN[name] < 0 else "lowest")
+  )
+  return best, f"member {best} has the {better} {name} ({values})"
+
+
+def train(config: Config, data: SyntheticData, workdir, *, log=print, resume=False):
+  """Trains a population, keeps the best member and trains it to the end.
+
+  Phase 1 trains all members to :func:`selection_step` in
+  ``workdir/population`` (its own checkpoints and per-member
+  ``metrics.jsonl``), scores them and writes ``selection.json`` (atomically;
+  its presence marks phase 1 done). Phase 2 trains the selected member from
+  there to ``config.num_steps`` in ``workdir`` as a single run would (same
+  batches and keys), so ``vaells_jax.load(workdir)`` returns it. Both phases
+  resume from their checkpoints.
+
+  Returns:
+    ``(state of the selected member, info)`` as :func:`loop.train`, with
+    ``info["population"]`` the signals and the choice.
+  """
+  workdir = pathlib.Path(workdir)
+  pop_dir = workdir / POPULATION_DIR
+  selection_path = pop_dir / SELECTION_NAME
+  k = selection_step(config)
+  pop_config = dataclasses.replace(config, num_steps=k)
+  pop_step = make_population_step(pop_config, data.data_dim)
+  pop_info = {}
+  if not selection_path.exists():
+    log(f"population of {config.population}: training to step {k}, then selecting")
+    pop_state, pop_info = loop.train(
+      pop_config,
+      data,
+      pop_dir,
+      init=init_population,
+      make_step=lambda *_: pop_step,
+      log=log,
+      resume=resume,
+    )
+    signals = selection_signals(pop_state, config, data, pop_step)
+    winner, reason = select(signals, config.select_signal)
+    selection = {
+      "select_step": k,
+      "signal": config.select_signal,
+      "signals": signals,
+      "selected_member": winner,
+      "selection_reason": reason,
+      "train_time_s": pop_info["train_time_s"],
+      "compile_time_s": pop_info["compile_time_s"],
+    }
+    _write_json(selection_path, selection)
+    log(f"selected {reason}")
+  selection = json.loads(selection_path.read_text())
+
+  def selected(key, cfg, dat):
+    pop = restore_checkpoint(pop_dir, init_population(key, pop_config, dat), step=k)
+    return member(pop, selection["selected_member"])
+
+  state, info = loop.train(
+    config,
+    data,
+    workdir,
+    init=selected,
+    make_step=lambda cfg, dim, mesh: make_train_step(Model.create(cfg, dim), mesh),
+    log=log,
+    resume=resume,
+  )
+  info = {
+    **info,
+    "train_time_s": info["train_time_s"] + selection["train_time_s"],
+    "compile_time_s": info["compile_time_s"] + selection["compile_time_s"],
+    "population": {k_: v for k_, v in selection.items() if k_ != "train_time_s"},
+  }
+  return state, info
+
+
+def _write_json(path: pathlib.Path, value) -> None:
+  """Writes ``value`` as JSON atomically (temporary file, fsync, rename)."""
+  tmp = path.with_name(path.name + ".tmp")
+  with open(tmp, "w") as f:
+    json.dump(value, f, indent=2)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
