@@ -17,7 +17,7 @@ MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
 INFERENCE_METHODS = ("fista", "lm")  # vaells_jax.core.inference.METHODS
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
-SELECT_SIGNALS = ("psi_rejected", "loss", "log_p")
+SELECT_SIGNALS = ("latent_coverage", "psi_rejected", "loss", "log_p")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,5 +47,4 @@ def get_config(budget: str = "paper") -> Config:
     num_restarts=2,
     closest_anchor=True,
     latent_scale=1.0,
-    psi_seed=2,
   )

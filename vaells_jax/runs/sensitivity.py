@@ -52,18 +52,24 @@ def auc(scores, success) -> float:
   return float(greater + 0.5 * ties)
 
 
+CHECK_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)  # where every member's signals are taken
+
+
 def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
-  """One seed: the population to the selection step, its signals, then to the
-  end, then every member's ground truth."""
+  """One seed: the population to the end, every member's signals at each of
+  :data:`CHECK_FRACTIONS` of the steps, then every member's ground truth."""
   k = population.selection_step(config)
   step = population.make_population_step(config, data.data_dim)
   quiet = dict(init=population.init_population, make_step=lambda *_: step, log=log)
   start = time.perf_counter()
-  state, _ = loop.train(
-    dataclasses.replace(config, num_steps=k), data, workdir, resume=True, **quiet
-  )
-  signals = population.selection_signals(state, config, data, step)
-  state, _ = loop.train(config, data, workdir, resume=True, **quiet)
+  checks = sorted({k, *(max(1, round(f * config.num_steps)) for f in CHECK_FRACTIONS)})
+  signals_at = {}
+  for at in checks:
+    state, _ = loop.train(
+      dataclasses.replace(config, num_steps=at), data, workdir, resume=True, **quiet
+    )
+    signals_at[str(at)] = population.selection_signals(state, config, data, step)
+  signals = signals_at[str(k)]
   key = jax.random.split(jax.random.PRNGKey(config.seed + 2), 3)[0]
   members = []
   for m in range(config.population):
@@ -81,6 +87,7 @@ def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
     "seed": config.seed,
     "select_step": k,
     "signals": signals,
+    "signals_at": signals_at,
     "members": members,
     "wall_time_s": time.perf_counter() - start,
   }

@@ -54,7 +54,7 @@ SELECTION_NAME = "selection.json"  # in POPULATION_DIR: signals and the choice
 SIGNAL_BATCHES = 10  # training batches each member's loss terms are averaged over
 # Direction of each selection signal: the member with the smallest
 # sign * signal is chosen.
-SIGN = {"psi_rejected": 1.0, "loss": 1.0, "log_p": -1.0}
+SIGN = {"psi_rejected": 1.0, "loss": 1.0, "log_p": -1.0, "latent_coverage": -1.0}
 
 
 def selection_step(config: Config) -> int:
@@ -153,7 +153,76 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
     sums = terms if sums is None else {k: sums[k] + terms[k] for k in _TERMS}
   signals = {k: (v / SIGNAL_BATCHES).tolist() for k, v in sums.items()}
   signals["psi_rejected"] = np.asarray(state.psi_rejected).astype(float).tolist()
+  model = Model.create(config, data.data_dim)
+  encode = jax.jit(model.encode)
+  subset = np.random.default_rng(config.seed).permutation(len(x))[:COVERAGE_POINTS]
+  signals["latent_coverage"] = [
+    latent_coverage(
+      np.asarray(encode(member(state, k).params, x[subset])),
+      labels[subset],
+      np.asarray(member(state, k).psi),
+      seed=config.seed,
+    )
+    for k in range(np.shape(state.psi_rejected)[0])
+  ]
   return signals
+
+
+COVERAGE_POINTS = 500  # training points encoded for latent_coverage
+COVERAGE_STARTS = 10  # orbit starts per class
+COVERAGE_ORBIT_POINTS = 400
+COVERAGE_RADIUS = 3.0  # in median nearest-neighbour spacings of the encodings
+
+
+def latent_coverage(latents, labels, psi, seed: int = 0) -> float:
+  """How much of each class's encodings the dominant operator's orbits pass.
+
+  From :data:`COVERAGE_STARTS` encodings of each class, the orbit
+  ``expm(t Psi_m) z`` of the strongest operator ``m`` (largest Frobenius
+  norm) is followed a full turn each way of its fastest rotation
+  (``|t| <= 2 pi / max |Im eig Psi_m|``); the score is the fraction of the
+  class's encodings within :data:`COVERAGE_RADIUS` median nearest-neighbour
+  spacings of the orbit, averaged over starts and classes: near 1 when one
+  operator moves points along their class's manifold, near 0 otherwise. It
+  needs the encodings and classes only, no ground truth: the latent-space
+  counterpart of ``orbit_coverage`` (on the concentric circles, 10 seeds x
+  8 dictionary draws, it separates the runs that learned the circles from the
+  others completely at the end of training; docs/experiments.md).
+
+  Args:
+    latents: encodings ``[N, d]``.
+    labels: classes ``[N]``.
+    psi: operators ``[M, d, d]``.
+    seed: picks the starts.
+
+  Returns:
+    The score in ``[0, 1]``.
+  """
+  latents, psi = np.asarray(latents, np.float64), np.asarray(psi, np.float64)
+  op = psi[int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))]
+  if not np.all(np.isfinite(op)) or not np.all(np.isfinite(latents)):
+    return 0.0
+  rate = max(float(np.abs(np.linalg.eigvals(op).imag).max()), 1e-6)
+  ts = np.linspace(-2 * np.pi / rate, 2 * np.pi / rate, COVERAGE_ORBIT_POINTS)
+  eigval, eigvec = np.linalg.eig(op)
+  inverse = np.linalg.pinv(eigvec)
+  with np.errstate(all="ignore"):
+    flows = np.real(  # expm(t op) from one eigendecomposition: [T, d, d]
+      np.einsum("ij,tj,jk->tik", eigvec, np.exp(ts[:, None] * eigval), inverse)
+    )
+  gaps = np.linalg.norm(latents[:, None] - latents[None], axis=-1)
+  np.fill_diagonal(gaps, np.inf)
+  radius = COVERAGE_RADIUS * np.median(gaps.min(axis=1))
+  rng = np.random.default_rng(seed)
+  scores = []
+  for c in np.unique(labels):
+    points = latents[labels == c]
+    for i in rng.choice(len(points), min(COVERAGE_STARTS, len(points)), replace=False):
+      with np.errstate(all="ignore"):
+        orbit = flows @ points[i]  # [T, d]
+        near = np.linalg.norm(points[:, None] - orbit[None], axis=-1).min(axis=1)
+      scores.append(np.mean(np.nan_to_num(near, nan=np.inf) <= radius))
+  return float(np.mean(scores))
 
 
 _TERMS = ("loss", "log_p", "log_q", "recon")
