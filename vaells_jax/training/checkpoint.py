@@ -127,7 +127,8 @@ def save_checkpoint(workdir, state, identity: dict | None = None) -> int:
   if step in checkpoint_steps(workdir):
     return step
   try:
-    with _manager(workdir, create=True) as manager:
+    # Orbax's threads log a failed write (a full disk) with tracebacks.
+    with _quiet_stderr(), _manager(workdir, create=True) as manager:
       if step in manager.all_steps():  # interrupted before its checksums
         manager.delete(step)
       manager.save(step, args=ocp.args.StandardSave(state))
@@ -153,7 +154,7 @@ def _remove_temporary(folder: pathlib.Path) -> None:
   """Deletes orbax's temporary folders of a save that failed."""
   import shutil
 
-  for tmp in folder.glob("*.orbax-checkpoint-tmp-*"):
+  for tmp in folder.glob("*.orbax-checkpoint-tmp*"):
     if not tmp.is_symlink():
       shutil.rmtree(tmp, ignore_errors=True)
 
