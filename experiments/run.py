@@ -101,7 +101,7 @@ def parse_args(argv):
   if args.exp in COMPARISONS:
     args.seeds = 3 if args.seeds is None else args.seeds
     if not 1 <= args.seeds <= 1000:
-      parser.error(f"--seeds must be in [1, 1000], got {args.seeds}")
+      parser.error(f"--seeds must be >= 1 and <= 1000, got {args.seeds}")
     if args.model != "vaells" or "model" in overrides:
       parser.error("a comparison trains every model; leave out --model")
     if "seed" in overrides:
