@@ -3,10 +3,12 @@
 Flags:
   --exp=NAME              concentric | swiss_roll | rot_mnist | nat_mnist, or
                           compare_concentric | compare_swiss_roll |
-                          compare_nat_mnist (every model, several seeds)
+                          compare_nat_mnist (every model, several seeds), or
+                          sensitivity (population study, with --base)
+  --base=NAME             concentric | swiss_roll: the study's experiment
   --model=NAME            vaells (default) | vae | vampprior | svae: the model
                           trained on the experiment's data, networks and budget
-  --seeds=N               comparisons: seeds 0..N-1 (default 3)
+  --seeds=N               comparisons: seeds 0..N-1 (default 3); studies (default 10)
   --workdir=DIR           output folder (default: runs/NAME, with _MODEL
                           appended for a baseline)
   --budget=paper|cpu      the paper's training budget (default), or the
@@ -19,9 +21,13 @@ Flags:
                           checkpoint, with its saved configuration
   --overwrite             start over in a --workdir that holds a run
 
-Exit status: 0 done; 2 bad input (flags, config, data, checkpoint), with a
-one-line message and nothing written; 1 training diverged (the message names
-the likely cause; the last good checkpoint is kept).
+Exit status: 0 done; 2 bad input (flags, config, data, workdir, a checkpoint
+that fails its checksums, a workdir in use by another run), with a one-line
+message and nothing written; 1 training diverged (the message names the
+likely cause; the last good checkpoint is kept) or a write failed (e.g. a
+full disk; the previous checkpoints are kept); 143 / 130 stopped by SIGTERM /
+SIGINT (Ctrl-C) after finishing and checkpointing the current step, with the
+command that resumes it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import pathlib
+import shlex
+import signal
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -62,14 +70,16 @@ def make_data(exp, config, data_dir):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(
-    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    description=__doc__,
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+    allow_abbrev=False,  # --seed=5 is not --seeds=5
   )
   parser.add_argument(
     "--exp", required=True, help="|".join(EXPERIMENTS + COMPARISONS + STUDIES)
   )
   parser.add_argument("--base", default=None, help="|".join(STUDY_BASES))
   parser.add_argument("--model", default="vaells", choices=MODELS)
-  parser.add_argument("--seeds", type=int, default=3)
+  parser.add_argument("--seeds", type=int, default=None)
   parser.add_argument("--workdir", default=None)
   parser.add_argument("--budget", default="paper", choices=("paper", "cpu"))
   parser.add_argument("--data-dir", default=None)
@@ -96,19 +106,28 @@ def parse_args(argv):
   if args.exp in STUDIES:
     if args.base not in STUDY_BASES:
       parser.error(f"--base must be one of {', '.join(STUDY_BASES)}")
-    if args.seeds < 1 or "seed" in overrides or args.model != "vaells":
-      parser.error("a study trains VAELLS on seeds 0..N-1: use --seeds=N >= 1")
+    args.seeds = 10 if args.seeds is None else args.seeds
+    if not 1 <= args.seeds <= 1000 or "seed" in overrides or args.model != "vaells":
+      parser.error("a study trains VAELLS on seeds 0..N-1: use --seeds=N in [1, 1000]")
+  if args.workdir is not None and not args.workdir.strip():
+    parser.error("--workdir is empty; give a folder, or leave the flag out")
+  exp = args.exp.removeprefix("compare_")
+  if args.data_dir is not None and exp not in DIGITS:
+    parser.error(f"--data-dir applies to {', '.join(DIGITS)} only, not {exp}")
   if args.exp in COMPARISONS:
+    args.seeds = 3 if args.seeds is None else args.seeds
+    if not 1 <= args.seeds <= 1000:
+      parser.error(f"--seeds must be >= 1 and <= 1000, got {args.seeds}")
     if args.model != "vaells" or "model" in overrides:
       parser.error("a comparison trains every model; leave out --model")
     if "seed" in overrides:
       parser.error("a comparison runs seeds 0..N-1; use --seeds=N, not --config.seed")
-    if args.seeds < 1:
-      parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if args.resume:
       parser.error("a comparison resumes by itself: run the same command again")
   elif "model" in overrides:
     parser.error("choose the model with --model, not --config.model")
+  elif args.seeds is not None and args.exp not in STUDIES:
+    parser.error("--seeds applies to comparisons and studies only; use --config.seed=S")
   return args, overrides
 
 
@@ -116,7 +135,7 @@ def compare(args, config, workdir) -> int:
   """Trains every model on seeds 0..N-1 and writes the comparison."""
   from vaells_jax.data.mnist import MnistUnavailable
   from vaells_jax.runs.compare import run_comparison
-  from vaells_jax.runs.runner import TrainingDiverged
+  from vaells_jax.runs.runner import TrainingDiverged, TrainingInterrupted
   from vaells_jax.training.checkpoint import CheckpointError  # slow imports (jax)
 
   exp = args.exp[len("compare_") :]
@@ -134,6 +153,11 @@ def compare(args, config, workdir) -> int:
     return 2
   except TrainingDiverged as e:
     print(f"error: training diverged: {e}", file=sys.stderr)
+    return 1
+  except TrainingInterrupted as e:
+    return _interrupted(e, [f"--exp={args.exp}", f"--workdir={workdir}"])
+  except OSError as e:
+    print(f"error: could not write to {workdir}: {e}", file=sys.stderr)
     return 1
   print(result["markdown_table"])
   print(f"comparison: {workdir / 'comparison.md'}")
@@ -159,7 +183,28 @@ def sensitivity(args, config, workdir) -> int:
   return 0 if summary else 1
 
 
+def _interrupted(error, flags) -> int:
+  """Reports a run stopped by SIGTERM/SIGINT; returns 128 + the signal number."""
+  command = shlex.join(["python", "experiments/run.py", *flags, "--resume"])
+  print(
+    f"{error}; resume with: {command}",
+    file=sys.stderr,
+    flush=True,
+  )
+  return 128 + error.signum
+
+
 def main(argv=None) -> int:
+  try:
+    return _main(argv)
+  except KeyboardInterrupt:  # outside training (which checkpoints first)
+    print("interrupted", file=sys.stderr)
+    return 130
+
+
+def _main(argv=None) -> int:
+  if hasattr(signal, "SIGXFSZ"):  # a file size limit: an error, not a crash
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
   exp = args.exp[len("compare_") :] if args.exp in COMPARISONS else args.exp
   if args.exp in STUDIES:
@@ -185,8 +230,12 @@ def main(argv=None) -> int:
   if args.exp in STUDIES:
     return sensitivity(args, config, workdir)
   from vaells_jax.data.mnist import MnistUnavailable
-  from vaells_jax.runs.runner import TrainingDiverged, train_and_evaluate, validate_run
-  from vaells_jax.training.checkpoint import CheckpointError  # slow imports (jax)
+  from vaells_jax.runs.runner import (
+    TrainingDiverged,
+    TrainingInterrupted,
+    train_and_evaluate,
+    validate_run,
+  )
 
   try:
     data = make_data(args.exp, config, args.data_dir)
@@ -211,11 +260,18 @@ def main(argv=None) -> int:
       resume=args.resume,
       overwrite=args.overwrite,
     )
-  except CheckpointError as e:
+  except ValueError as e:  # CheckpointError, a workdir in use, a bad log
     print(f"error: {e}", file=sys.stderr)
     return 2
   except TrainingDiverged as e:
     print(f"error: training diverged: {e}", file=sys.stderr)
+    return 1
+  except TrainingInterrupted as e:
+    flags = [f"--exp={args.exp}", f"--workdir={workdir}"]
+    flags += [f"--data-dir={args.data_dir}"] if args.data_dir else []
+    return _interrupted(e, flags)
+  except OSError as e:  # a full disk, a file size limit
+    print(f"error: could not write to {workdir}: {e}", file=sys.stderr)
     return 1
   keys = (
     "steps",

@@ -24,7 +24,6 @@ import numpy as np
 import psutil
 import pytest
 
-from vaells_jax import api
 from vaells_jax.config import Config
 from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.models.vaells import Model
@@ -349,20 +348,27 @@ def test_poisoned_batch_skips_the_step_and_training_goes_on():
   )
 
 
+def _patch_make_step(monkeypatch, wrap):
+  """Makes the runner build VAELLS's step as ``wrap(make_step(...))``."""
+  entry = runner.MODELS["vaells"]
+  monkeypatch.setitem(
+    runner.MODELS,
+    "vaells",
+    entry._replace(make_step=lambda *args: wrap(entry.make_step(*args))),
+  )
+
+
 def _inject(monkeypatch, fault):
   """Makes the runner's train step apply ``fault(step, state, batch)`` first."""
-  entry = api.MODELS["vaells"]
 
-  def make_faulty(*args):
-    step_fn = entry.make_step(*args)
-
+  def make_faulty(step_fn):
     def faulty(state, batch, key):
       state, batch = fault(int(state.step), state, batch)
       return step_fn(state, batch, key)
 
     return faulty
 
-  monkeypatch.setitem(api.MODELS, "vaells", entry._replace(make_step=make_faulty))
+  _patch_make_step(monkeypatch, make_faulty)
 
 
 def test_poisoned_batches_in_a_run_are_counted_and_logged(tmp_path, monkeypatch):
@@ -427,12 +433,7 @@ def test_long_run_neither_recompiles_nor_grows_memory(tmp_path, monkeypatch):
     alternate=True,
   )
   made = []
-  entry = api.MODELS["vaells"]
-  monkeypatch.setitem(
-    api.MODELS,
-    "vaells",
-    entry._replace(make_step=lambda *a: made.append(entry.make_step(*a)) or made[-1]),
-  )
+  _patch_make_step(monkeypatch, lambda step_fn: made.append(step_fn) or step_fn)
   process = psutil.Process(os.getpid())
   samples = []
 

@@ -29,6 +29,7 @@ from vaells_jax.training.baseline_step import (
   make_baseline_step,
 )
 from vaells_jax.training.checkpoint import restore_checkpoint
+from vaells_jax.training.loop import run_identity
 from vaells_jax.training.step import init_state, make_train_step
 
 __all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
@@ -302,7 +303,19 @@ MODELS = {
 
 
 def load(workdir) -> TrainedVAELLS | TrainedBaseline:
-  """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or ``fit``)."""
+  """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or ``fit``).
+
+  The latest checkpoint is verified file by file against its SHA-256 and
+  against the run it records: ``config.json`` and ``dataset.npz`` must be
+  those it was trained with.
+
+  Raises:
+    FileNotFoundError: ``config.json`` or ``dataset.npz`` is missing.
+    ValueError: either is unreadable or invalid (one line naming it).
+    vaells_jax.training.checkpoint.CheckpointError: (a ``ValueError``) no
+      checkpoint, a file that fails its checksum, or a checkpoint written by
+      another config or data (e.g. ``config.json`` edited after training).
+  """
   workdir = pathlib.Path(workdir)
   for name in (CONFIG_NAME, DATA_NAME):
     if not (workdir / name).exists():
@@ -313,4 +326,5 @@ def load(workdir) -> TrainedVAELLS | TrainedBaseline:
   data = load_synthetic(workdir / DATA_NAME)
   entry = MODELS[config.model]
   target = entry.init(jax.random.PRNGKey(0), config, data)
-  return entry.trained(config, restore_checkpoint(workdir, target), data)
+  state = restore_checkpoint(workdir, target, identity=run_identity(config, data))
+  return entry.trained(config, state, data)

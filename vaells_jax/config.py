@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import numbers
 import pathlib
 from typing import Any
+
+import numpy as np
 
 __all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
 
@@ -122,6 +125,7 @@ class Config:
 
   def __post_init__(self):
     self._check_types()
+    self._check_bounds()
     positive = (
       "num_steps",
       "batch_size",
@@ -188,10 +192,12 @@ class Config:
         f"config.population={self.population} trains VAELLS members; "
         f"config.model={self.model!r} has no dictionary to draw."
       )
-    if self.psi_seed < -1:
-      raise ValueError(
-        f"config.psi_seed must be >= 0, or -1 (from config.seed), got {self.psi_seed}."
-      )
+    for name in ("psi_seed", "psi_lr_decay_start"):
+      if getattr(self, name) < -1:
+        raise ValueError(
+          f"config.{name} must be >= 0, or -1 ({_MINUS_ONE[name]}), got "
+          f"{getattr(self, name)}."
+        )
     if not self.lr_psi <= self.max_lr_psi:
       raise ValueError(
         f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
@@ -226,26 +232,92 @@ class Config:
       )
 
   def _check_types(self):
-    """Each field must hold its annotated type (an int is a valid float)."""
+    """Each field must hold its annotated type (an int is a valid float).
+
+    NumPy scalars are accepted and stored as the Python type (so the config
+    compares, hashes and writes to JSON like one built from Python values).
+    """
     for field in dataclasses.fields(self):
       value, kind = getattr(self, field.name), _KINDS[field.name]
       if kind is tuple:
         element = _TUPLE_ELEMENTS[field.name]
         ok = isinstance(value, tuple) and all(_is(v, element) for v in value)
         what = f"a tuple of {element.__name__}"
+        normal = tuple(element(v) for v in value) if ok else value
       else:
         ok, what = _is(value, kind), kind.__name__
+        normal = kind(value) if ok else value
       if not ok:
         raise ValueError(f"config.{field.name} must be {what}, got {value!r}.")
+      object.__setattr__(self, field.name, normal)
+
+  def _check_bounds(self):
+    """Floats finite and representable in float32; integers within bounds."""
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      kind = _KINDS[field.name]
+      if kind is tuple:
+        kind = _TUPLE_ELEMENTS[field.name]
+        values = value
+      else:
+        values = (value,)
+      for v in values:
+        if kind is float and not (v == 0 or _FLOAT32_TINY <= abs(v) <= _FLOAT32_MAX):
+          raise ValueError(
+            f"config.{field.name} must be finite and 0 or of magnitude in "
+            f"[{_FLOAT32_TINY:.3g}, {_FLOAT32_MAX:.3g}] (float32), got {value!r}."
+          )
+        if kind is int and field.name in _INT_BOUNDS:
+          hi = _INT_BOUNDS[field.name]
+          if not v <= hi:
+            raise ValueError(f"config.{field.name} must be <= {hi}, got {value!r}.")
+    for name in ("seed",):
+      if not 0 <= getattr(self, name) <= _MAX_SEED:
+        raise ValueError(
+          f"config.{name} must be in [0, {_MAX_SEED}], got {getattr(self, name)!r}."
+        )
 
 
 def _is(value, kind) -> bool:
   if kind is bool:
-    return isinstance(value, bool)
+    return isinstance(value, (bool, np.bool_))
   if kind is str:
     return isinstance(value, str)
   number = {int: numbers.Integral, float: numbers.Real}[kind]
-  return isinstance(value, number) and not isinstance(value, bool)
+  return isinstance(value, number) and not isinstance(value, (bool, np.bool_))
+
+
+_MINUS_ONE = {"psi_seed": "drawn from config.seed", "psi_lr_decay_start": "never"}
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # below it: denormal or 0
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# Seeds, steps and counters are int32 on the device; seed + 1 keys the noise.
+_MAX_SEED = 2**31 - 2
+_INT32 = 2**31 - 1
+# Sizes: an upper bound per field so that a typo (latent_dim=1000000000) is
+# refused here; whether the model fits in memory with the data's dimension
+# is checked with the data (vaells_jax.training.loop.check_data).
+_INT_BOUNDS = {
+  "num_steps": _INT32,
+  "batch_size": 2**24,
+  "latent_dim": 4096,
+  "num_ops": 4096,
+  "hidden": 2**16,
+  "num_samples": 2**16,
+  "psi_lr_decay_start": _INT32,
+  "psi_seed": _MAX_SEED,
+  "warmup_steps": _INT32,
+  "net_steps": _INT32,
+  "psi_steps": _INT32,
+  "num_restarts": 2**16,
+  "inference_max_iter": 2**20,
+  "rotation_anchors": 2**16,
+  "eval_ll_points": 2**24,
+  "eval_ll_samples": 2**20,
+  "log_every": _INT32,
+  "checkpoint_every": _INT32,
+  "max_bad_steps": _INT32,
+  "num_pseudo": 2**20,
+}
 
 
 _KINDS = {"hidden": tuple, "init_range": tuple, "posterior_init_range": tuple}
@@ -257,6 +329,31 @@ _KINDS.update(
     if f.name not in _KINDS
   }
 )
+
+
+def _unknown_key(key: str) -> ValueError:
+  """The error for a key that is no field of ``Config``, naming the closest."""
+  fields = sorted(f.name for f in dataclasses.fields(Config))
+  near = difflib.get_close_matches(key, fields, n=1)
+  hint = f" Did you mean {near[0]!r}?" if near else ""
+  return ValueError(f"Unknown config key {key!r}.{hint}")
+
+
+def _checked_init(init):
+  """``Config.__init__`` that names the closest field for an unknown keyword."""
+
+  @functools.wraps(init)
+  def __init__(self, *args, **kwargs):  # noqa: N807
+    fields = {f.name for f in dataclasses.fields(Config)}
+    for key in kwargs:
+      if key not in fields:
+        raise _unknown_key(key)
+    init(self, *args, **kwargs)
+
+  return __init__
+
+
+Config.__init__ = _checked_init(Config.__init__)
 
 
 def _parse(value: str, current: Any) -> Any:
@@ -285,9 +382,7 @@ def override(config: Config, overrides: dict[str, str]) -> Config:
   changes = {}
   for key, value in overrides.items():
     if key not in fields:
-      near = difflib.get_close_matches(key, sorted(fields), n=1)
-      hint = f" Did you mean {near[0]!r}?" if near else ""
-      raise ValueError(f"Unknown config key {key!r}.{hint}")
+      raise _unknown_key(key)
     try:
       changes[key] = _parse(value, getattr(config, key))
     except ValueError as e:
@@ -296,9 +391,34 @@ def override(config: Config, overrides: dict[str, str]) -> Config:
 
 
 def config_from_json(path) -> Config:
-  """Reads a configuration saved by a run (``WORKDIR/config.json``)."""
-  raw = json.loads(pathlib.Path(path).read_text())
-  fields = {f.name for f in dataclasses.fields(Config)}
-  return Config(
-    **{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in fields}
-  )
+  """Reads a configuration saved by a run (``WORKDIR/config.json``).
+
+  Raises:
+    ValueError: one line naming the problem, for a file that cannot be read,
+      is not a JSON object, lacks fields of :class:`Config` or has keys that
+      are none (a file of another tool, or edited), or holds invalid values.
+  """
+  path = pathlib.Path(path)
+  try:
+    raw = json.loads(path.read_text())
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    reason = " ".join(str(e).split()) or type(e).__name__
+    raise ValueError(f"{path} is not a readable JSON file ({reason}).") from None
+  if not isinstance(raw, dict):
+    raise ValueError(
+      f"{path} must hold a JSON object of config fields, got a {type(raw).__name__}."
+    )
+  fields = [f.name for f in dataclasses.fields(Config)]
+  missing = [k for k in fields if k not in raw]
+  extra = sorted(k for k in raw if k not in fields)
+  if missing or extra:
+    parts = [f"missing keys {missing}"] * bool(missing) + [
+      f"unknown keys {extra}"
+    ] * bool(extra)
+    raise ValueError(
+      f"{path} is not a vaells_jax run configuration ({'; '.join(parts)})."
+    )
+  try:
+    return Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+  except ValueError as e:
+    raise ValueError(f"{path}: {e}") from None

@@ -34,6 +34,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from vaells_jax.core.transport import check_finite
+
 __all__ = ["MAX_SQUARINGS", "expm_small"]
 
 MAX_SQUARINGS = 10  # ||A||_1 up to 2^9 = 512; beyond that the result is NaN.
@@ -45,17 +47,36 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
 
 
-def expm_small(a):
+def expm_small(a, *, checked: bool = False):
   """``expm`` of a batch of small square matrices.
+
+  Valid range: finite ``a`` with ``||a||_1 <= 0.5 * 2**MAX_SQUARINGS`` (512);
+  the result is then finite unless ``expm(a)`` itself overflows the dtype
+  (entries beyond ``e^88`` in float32). Outside it the result is NaN (a
+  matrix beyond 512) or inf/NaN, returned as computed so that ``jit`` works;
+  ``checked=True`` raises a ``ValueError`` naming the cause instead.
 
   Args:
     a: ``[..., d, d]`` floating matrices.
+    checked: raise instead of returning a non-finite result (concrete
+      arrays only, outside ``jit``).
 
   Returns:
     ``[..., d, d]``: the matrix exponentials; NaN where ``||a||_1`` exceeds
     ``0.5 * 2**MAX_SQUARINGS`` (as ``jax.scipy.linalg.expm`` does past its
     squaring limit).
+
+  Raises:
+    ValueError: with ``checked``, where the result is not finite.
   """
+  result = _expm_small(a)
+  if checked:
+    check_finite(result, "expm_small", a=a, generator=a)
+  return result
+
+
+def _expm_small(a):
+  """:func:`expm_small` without the check."""
   a = jnp.asarray(a)
   norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
   if a.shape[-2:] == (2, 2):

@@ -176,17 +176,36 @@ def _check_inputs(
     raise ValueError(f"l1_weight must be >= 0, got {l1_weight}.")
   if not isinstance(num_restarts, int) or num_restarts < 1:
     raise ValueError(f"num_restarts must be an integer >= 1, got {num_restarts}.")
-  if not any(isinstance(b, jax.core.Tracer) for b in init_range) and np.any(
-    np.asarray(init_range[0]) > np.asarray(init_range[1])
-  ):
-    raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
+  if not any(isinstance(b, jax.core.Tracer) for b in init_range):
+    lo, hi = (np.asarray(b) for b in init_range)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+      raise ValueError(f"init_range must be finite, got {init_range}.")
+    if np.any(lo > hi):
+      raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
   if method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
-  if not tol > 0:
-    raise ValueError(f"tol must be > 0, got {tol}.")
+  if not (isinstance(tol, (int, float, np.floating)) and 0 < tol < np.inf):
+    raise ValueError(f"tol must be finite and > 0, got {tol}.")
   return batch
+
+
+def _check_key(key) -> None:
+  """A ``jax.random`` key: a typed key array, or the raw ``uint32 [2]`` kind."""
+  if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return
+  if (
+    isinstance(key, (jax.Array, np.ndarray))
+    and key.shape == (2,)
+    and key.dtype == np.uint32
+  ):
+    return
+  raise ValueError(
+    "key must be a jax.random key (jax.random.PRNGKey(seed) or "
+    f"jax.random.key(seed)), got {type(key).__name__} "
+    f"{getattr(key, 'dtype', '')}{tuple(getattr(key, 'shape', ()))}."
+  )
 
 
 def infer_coefficients(
@@ -212,7 +231,15 @@ def infer_coefficients(
   ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
   lowest final objective wins (a start that diverges to a non-finite
-  objective is replaced by ``c = 0``, reported as not converged). All pairs
+  objective is replaced by ``c = 0``, reported as not converged).
+
+  Valid range: finite ``psi``, ``z0``, ``z1`` and starts whose generator
+  ``sum_m c_m psi_m`` has ``||.||_1 <= 512`` (:func:`vaells_jax.expm_small`'s
+  range). A start outside it has a non-finite objective, so the solver has
+  no gradient to follow: its result is reported as ``converged=False``
+  whatever the iterations did. Non-finite ``psi``, ``z0`` or ``z1`` give a
+  NaN ``objective`` and ``converged=False``. ``converged`` is the flag to
+  test; nothing here raises inside ``jit``. All pairs
   and restarts run in one vmapped solve, so this works inside ``jit``. The
   inputs are treated as constants (``stop_gradient``): by Danskin's theorem
   the gradient of the optimal value is the partial gradient of the objective
@@ -226,7 +253,8 @@ def infer_coefficients(
       dimensions (e.g. anchors ``[B, A, d]`` against samples ``[B, 1, d]``).
     l1_weight: sparsity weight ``>= 0``, scalar or broadcasting with the pair
       shape (so pairs with different weights can share one solve).
-    key: ``jax.random`` key for the random starts.
+    key: ``jax.random`` key for the random starts (``ValueError`` if it is
+      not one).
     num_restarts: number of random starts per pair.
     init_range: ``(lo, hi)`` of the first restart's uniform start; each a
       scalar or an array broadcasting with the pair shape (pairs with
@@ -248,6 +276,7 @@ def infer_coefficients(
   """
   if max_iter is None:
     max_iter = DEFAULT_MAX_ITER.get(method, 1)
+  _check_key(key)
   batch = _check_inputs(
     psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
   )
@@ -403,6 +432,8 @@ def _infer_flat(
 
   solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
   coeffs, num_iter, error = solve(init, z0, z1, l1_weight)
+  # A start outside expm_small's range gave the solver no gradient to follow.
+  error = jnp.where(jnp.isfinite(_data_term(init, psi, z0, z1)), error, jnp.inf)
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
   # A start that diverged (expm overflow) falls back to the identity path c=0.
   failed = ~jnp.isfinite(objective)

@@ -5,14 +5,24 @@ A dictionary ``psi`` of ``M`` operators ``[M, d, d]`` and coefficients ``c``
 a latent point ``z0`` along the learned manifold: ``z1 = T_psi(c) @ z0``.
 Everything here is a pure function of arrays, differentiable in every argument
 and safe under ``jit``, ``vmap`` and ``grad``.
+
+Valid range: finite ``psi``, ``coeffs`` and ``z0`` whose generator
+``A = sum_m c_m psi_m`` has ``||A||_1`` below about 80 (float32; about 700 in
+float64), since ``expm(A)`` grows like ``e^||A||``. Outside it the result can
+be ``inf`` or NaN: it is returned as computed (so that ``jit`` and ``vmap``
+work unchanged), and ``checked=True`` raises a ``ValueError`` naming the cause
+instead (for concrete arrays, outside ``jit``). Rotations (antisymmetric
+generators) stay finite for any coefficients.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import expm
 
-__all__ = ["generator", "transport", "transport_path", "check_psi"]
+__all__ = ["check_finite", "generator", "transport", "transport_path", "check_psi"]
 
 
 def check_psi(psi) -> tuple[int, int]:
@@ -61,23 +71,65 @@ def generator(psi, coeffs):
   return jnp.einsum("...m,mij->...ij", coeffs, psi)
 
 
-def transport(psi, coeffs, z0):
+def check_finite(result, what: str, **inputs):
+  """Returns ``result``, or raises ``ValueError`` if it holds inf or NaN.
+
+  The message names the non-finite input among ``inputs`` if there is one,
+  else the largest ``||.||_1`` of ``inputs["generator"]`` (out of range).
+  Needs concrete arrays: under ``jit`` there is nothing to check yet.
+  """
+  arrays = [result, *inputs.values()]
+  if any(isinstance(a, jax.core.Tracer) for a in arrays):
+    raise ValueError(
+      "checked=True needs concrete arrays (call it outside jit/vmap, or test "
+      "the result with jnp.isfinite)."
+    )
+  if np.all(np.isfinite(np.asarray(result))):
+    return result
+  for name, value in inputs.items():
+    if name != "generator" and not np.all(np.isfinite(np.asarray(value))):
+      raise ValueError(f"{what} is not finite: {name} contains inf or NaN.")
+  norm = np.max(np.abs(np.asarray(inputs["generator"])).sum(axis=-2))
+  raise ValueError(
+    f"{what} is not finite: the generator sum_m c_m psi_m has ||A||_1 up to "
+    f"{norm:.3g}, outside the valid range (module docstring)."
+  )
+
+
+def transport(psi, coeffs, z0, *, checked: bool = False):
   """Moves ``z0`` along the manifold: ``expm(sum_m coeffs_m psi_m) @ z0``.
+
+  Valid for finite inputs with ``||sum_m coeffs_m psi_m||_1`` below about 80
+  in float32 (module docstring); outside it the result may be inf or NaN.
 
   Args:
     psi: operator dictionary, ``[M, d, d]``.
     coeffs: coefficients, ``[..., M]``.
     z0: starting points, ``[..., d]``. The leading dimensions of ``coeffs`` and
       ``z0`` broadcast against each other.
+    checked: raise instead of returning a non-finite result (concrete
+      arrays only).
 
   Returns:
     The transported points, ``[..., d]`` (the broadcast leading shape).
 
   Raises:
-    ValueError: if the shapes do not fit together.
+    ValueError: if the shapes do not fit together; with ``checked``, if the
+      result is not finite (naming a non-finite input, or the generator's
+      norm).
   """
   _check_coeffs_and_points(psi, coeffs, z0)
-  return _transport(psi, coeffs, z0)
+  result = _transport(psi, coeffs, z0)
+  if checked:
+    check_finite(
+      result,
+      "transport",
+      psi=psi,
+      coeffs=coeffs,
+      z0=z0,
+      generator=generator(psi, coeffs),
+    )
+  return result
 
 
 def _transport(psi, coeffs, z0):
@@ -86,8 +138,11 @@ def _transport(psi, coeffs, z0):
   return jnp.einsum("...ij,...j->...i", operator, z0)
 
 
-def transport_path(psi, coeffs, z0, ts):
+def transport_path(psi, coeffs, z0, ts, *, checked: bool = False):
   """Points along the path ``z(t) = expm(t * sum_m coeffs_m psi_m) @ z0``.
+
+  Valid where every ``t * coeffs`` is in :func:`transport`'s range; outside
+  it points may be inf or NaN (``checked=True`` raises instead).
 
   ``t in [0, 1]`` interpolates from ``z0`` to ``transport(psi, coeffs, z0)``;
   ``t`` outside that range extrapolates. With one-hot ``coeffs`` this traces
@@ -98,12 +153,15 @@ def transport_path(psi, coeffs, z0, ts):
     coeffs: coefficients, ``[..., M]``.
     z0: starting points, ``[..., d]``, broadcasting with ``coeffs``.
     ts: path times, ``[T]`` (a scalar is treated as ``[1]``).
+    checked: raise instead of returning non-finite points (concrete arrays
+      only).
 
   Returns:
     ``[T, ..., d]``: the point at each time.
 
   Raises:
-    ValueError: if the shapes do not fit together or ``ts`` is not 1-D.
+    ValueError: if the shapes do not fit together or ``ts`` is not 1-D; with
+      ``checked``, if a point is not finite.
   """
   _check_coeffs_and_points(psi, coeffs, z0)
   ts = jnp.atleast_1d(jnp.asarray(ts))
@@ -111,4 +169,15 @@ def transport_path(psi, coeffs, z0, ts):
     raise ValueError(f"ts must be 1-D [T], got shape {ts.shape}.")
   batch_ndim = len(jnp.broadcast_shapes(jnp.shape(coeffs)[:-1], jnp.shape(z0)[:-1]))
   scaled = ts.reshape((-1,) + (1,) * (batch_ndim + 1)) * coeffs
-  return _transport(psi, scaled, z0)
+  result = _transport(psi, scaled, z0)
+  if checked:
+    check_finite(
+      result,
+      "transport_path",
+      psi=psi,
+      coeffs=coeffs,
+      z0=z0,
+      ts=ts,
+      generator=generator(psi, scaled),
+    )
+  return result

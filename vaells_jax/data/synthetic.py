@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
+import zlib
 
 import numpy as np
+
+from vaells_jax.data.files import atomic_write
 
 __all__ = [
   "SyntheticData",
@@ -155,6 +159,9 @@ def _check_required_shapes(data: SyntheticData, d: int) -> None:
 def save_synthetic(path, data: SyntheticData) -> str:
   """Writes ``data`` to a single uncompressed ``.npz`` file (no pickling).
 
+  The write is atomic (:func:`vaells_jax.data.files.atomic_write`): a run
+  killed or out of disk space mid-write leaves the previous file intact.
+
   Args:
     path: destination file path; NumPy appends ``.npz`` if it is missing.
     data: the data set.
@@ -170,12 +177,13 @@ def save_synthetic(path, data: SyntheticData) -> str:
     for field in _ARRAY_FIELDS
     if getattr(data, field) is not None
   }
-  np.savez(
-    path,
-    noise_std=np.asarray(data.noise_std, dtype=np.float64),
-    name=np.asarray(data.name, dtype=np.str_),
-    **arrays,
-  )
+  with atomic_write(path) as f:
+    np.savez(
+      f,
+      noise_std=np.asarray(data.noise_std, dtype=np.float64),
+      name=np.asarray(data.name, dtype=np.str_),
+      **arrays,
+    )
   return path
 
 
@@ -189,18 +197,30 @@ def load_synthetic(path) -> SyntheticData:
     The :class:`SyntheticData`.
 
   Raises:
-    ValueError: if a field is missing or the shapes are inconsistent.
+    ValueError: one line, if the file cannot be read (missing, a folder,
+      truncated, not an ``.npz``), a field is missing or the shapes are
+      inconsistent.
   """
-  with np.load(os.fspath(path), allow_pickle=False) as npz:
-    missing = set(_REQUIRED_FIELDS + ("noise_std", "name")) - set(npz.files)
-    if missing:
-      raise ValueError(f"{path} lacks fields {sorted(missing)}")
-    arrays = {
-      field: npz[field] if field in npz.files else None for field in _ARRAY_FIELDS
-    }
-    noise_std = float(npz["noise_std"])
-    name = str(npz["name"])
-  return SyntheticData(noise_std=noise_std, name=name, **arrays)
+  try:
+    with np.load(os.fspath(path), allow_pickle=False) as npz:
+      missing = set(_REQUIRED_FIELDS + ("noise_std", "name")) - set(npz.files)
+      if missing:
+        raise ValueError(f"{path} lacks fields {sorted(missing)}")
+      arrays = {
+        field: npz[field] if field in npz.files else None for field in _ARRAY_FIELDS
+      }
+      noise_std = float(npz["noise_std"])
+      name = str(npz["name"])
+    return SyntheticData(noise_std=noise_std, name=name, **arrays)
+  except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, IndexError) as e:
+    reason = " ".join(str(e).split()) or type(e).__name__
+    raise ValueError(
+      f"{path} is not a readable data set (truncated or corrupt?): {reason}"
+    ) from None
+  except ValueError as e:
+    if str(path) in str(e):
+      raise
+    raise ValueError(f"{path} is not a valid data set: {e}") from None
 
 
 def _check_positive(**counts) -> None:

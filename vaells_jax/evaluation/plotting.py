@@ -16,6 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from vaells_jax.data.files import atomic_write  # noqa: E402
+
 __all__ = [
   "save_figure",
   "plot_ground_truth",
@@ -34,11 +36,16 @@ PANEL = 4.2  # inches per panel side
 
 
 def save_figure(fig, path) -> pathlib.Path:
-  """Writes ``fig`` to ``path`` (creating parent folders) and closes it."""
+  """Writes ``fig`` to ``path`` atomically (creating parent folders), closes it."""
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
-  fig.savefig(path, dpi=DPI, bbox_inches="tight")
-  plt.close(fig)
+  try:
+    with atomic_write(path) as f:  # a killed run leaves no half a figure
+      fig.savefig(
+        f, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight"
+      )
+  finally:
+    plt.close(fig)
   return path
 
 

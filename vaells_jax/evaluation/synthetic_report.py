@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.core.transport import transport, transport_path
+from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import metrics as evaluation
 from vaells_jax.evaluation import plotting
 
@@ -395,4 +396,4 @@ def write_markdown(workdir, numbers, cfg, figures=FIGURES):
   for name, caption in figures:
     if (workdir / name).exists():
       lines += [f"## {caption}", "", f"![{caption}]({name})", ""]
-  (workdir / "summary.md").write_text("\n".join(lines))
+  atomic_write_text(workdir / "summary.md", "\n".join(lines))

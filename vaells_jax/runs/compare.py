@@ -27,6 +27,7 @@ import numpy as np
 
 from vaells_jax.api import load
 from vaells_jax.config import CONFIG_NAME, MODELS, Config, config_from_json
+from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import image_plots, plotting
 from vaells_jax.evaluation import metrics as evaluation
 from vaells_jax.runs.runner import train_and_evaluate
@@ -224,12 +225,14 @@ def run_comparison(
   markdown = _markdown_table(table, seeds)
   _figures(workdir, models, first_data, seed_dir)
   result = {"seeds": seeds, "models": table, "markdown_table": markdown}
-  (workdir / "comparison.json").write_text(
+  atomic_write_text(
+    workdir / "comparison.json",
     json.dumps(
       {"seeds": seeds, "num_steps": config.num_steps, "models": table}, indent=2
-    )
+    ),
   )
-  (workdir / "comparison.md").write_text(
+  atomic_write_text(
+    workdir / "comparison.md",
     "\n".join(
       [
         f"# Comparison: {', '.join(models)} ({seeds} seed(s), "
@@ -248,6 +251,6 @@ def run_comparison(
         "![prior samples](prior_samples.png)",
         "",
       ]
-    )
+    ),
   )
   return result

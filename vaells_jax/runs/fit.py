@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import tempfile
 
 import numpy as np
@@ -22,8 +23,15 @@ def _check_labels(labels, num_points):
       f"labels must be integers of shape [{num_points}], got "
       f"{labels.dtype} {labels.shape}."
     )
+  if num_points == 0:
+    return labels.astype(np.int64)
   if labels.min() < 0:
     raise ValueError(f"labels must be >= 0, got {labels.min()}.")
+  if labels.max() >= num_points:  # every class needs a point: C <= N
+    raise ValueError(
+      f"labels must be in 0..C-1 with every class present, so below the "
+      f"{num_points} points; got {labels.max()}."
+    )
   missing = sorted(set(range(labels.max() + 1)) - set(labels.tolist()))
   if missing:
     raise ValueError(f"labels must cover 0..C-1; classes {missing} have no points.")
@@ -108,6 +116,10 @@ def fit(
   from vaells_jax.runs.runner import train_and_evaluate  # imports jax, optax
 
   config = Config() if config is None else config
+  if not isinstance(config, Config):
+    raise ValueError(f"config must be a Config, got {type(config).__name__}.")
+  if workdir is not None and not str(workdir).strip():
+    raise ValueError("workdir is an empty string; give a folder, or None.")
   data = user_dataset(
     x,
     labels,
@@ -144,12 +156,30 @@ def user_dataset(
   Raises:
     ValueError: as :func:`fit`.
   """
-  x = np.asarray(x, np.float64)
-  if x.ndim != 2 or not np.all(np.isfinite(x)):
-    raise ValueError(f"x must be a finite [N, D] array, got shape {x.shape}.")
+  x = np.asarray(x)
+  if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+    raise ValueError(
+      f"x must hold real numbers, got dtype {x.dtype} (complex data would "
+      "lose its imaginary part)."
+    )
+  x = x.astype(np.float64)
+  if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+    raise ValueError(f"x must be [N, D] with N, D >= 1, got shape {x.shape}.")
+  if not np.all(np.isfinite(x)):
+    raise ValueError("x contains non-finite values.")
   labels = _check_labels(labels, x.shape[0])
-  if not 0 < test_fraction < 1:
-    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}.")
+  if not (isinstance(test_fraction, numbers.Real) and 0 < float(test_fraction) < 1):
+    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}.")
+  if (
+    not isinstance(anchors_per_class, numbers.Integral)
+    or isinstance(anchors_per_class, bool)
+    or anchors_per_class < 1
+  ):
+    raise ValueError(
+      f"anchors_per_class must be an integer >= 1, got {anchors_per_class!r}."
+    )
+  if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:
+    raise ValueError(f"seed must be an integer >= 0, got {seed!r}.")
   rng = np.random.default_rng(seed)
   order = rng.permutation(x.shape[0])
   num_test = max(2, math.ceil(test_fraction * x.shape[0]))

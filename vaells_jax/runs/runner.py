@@ -18,18 +18,29 @@ import numpy as np
 
 from vaells_jax.api import DATA_NAME, MODELS, TrainedBaseline, TrainedVAELLS
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
+from vaells_jax.data.files import atomic_write_text
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.evaluation import image_report, synthetic_report
+from vaells_jax.runs.workdir import WorkdirInUse, check_workdir, lock_workdir
 from vaells_jax.training import loop, population
 from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   CheckpointError,
   checkpoint_steps,
+  saved_steps,
+  verify_checkpoint,
 )
-from vaells_jax.training.loop import TrainingDiverged, check_data
+from vaells_jax.training.loop import (
+  TrainingDiverged,
+  TrainingInterrupted,
+  check_data,
+  run_identity,
+)
 
 __all__ = [
   "TrainingDiverged",
+  "TrainingInterrupted",
+  "WorkdirInUse",
   "check_data",
   "train",
   "train_and_evaluate",
@@ -67,15 +78,15 @@ def validate_run(
   """Checks everything :func:`train_and_evaluate` checks before it writes.
 
   Raises:
-    ValueError: for data that do not fit ``config``, or a ``workdir`` that
-      already holds a run (unless ``resume`` or ``overwrite``).
-    CheckpointError: when resuming a run of another configuration or data.
+    ValueError: for data that do not fit ``config``, a ``workdir`` that
+      cannot be one (:func:`vaells_jax.runs.workdir.check_workdir`), or one
+      that already holds a run (unless ``resume`` or ``overwrite``).
+    CheckpointError: when resuming a run of another configuration or data,
+      or from a checkpoint that fails its checksums.
   """
   check_data(config, data)
-  workdir = pathlib.Path(workdir)
-  steps = checkpoint_steps(workdir) or checkpoint_steps(
-    workdir / population.POPULATION_DIR
-  )
+  workdir = check_workdir(workdir)
+  steps = saved_steps(workdir) or saved_steps(workdir / population.POPULATION_DIR)
   if resume:
     if not (workdir / CONFIG_NAME).exists():
       raise ValueError(
@@ -103,6 +114,10 @@ def validate_run(
           f"The run in {workdir} was trained on different "
           "data; resume with the same data."
         )
+    if steps:
+      verify_checkpoint(
+        workdir, (checkpoint_steps(workdir) or steps)[-1], run_identity(config, data)
+      )
   elif steps and not overwrite:
     raise ValueError(
       f"{workdir} already holds a run (checkpoints at steps "
@@ -137,15 +152,33 @@ def train_and_evaluate(
 
   Returns:
     ``(trained model, summary dict)``.
+
+  Raises:
+    ValueError, CheckpointError: as :func:`validate_run`; ``WorkdirInUse``
+      (a ``ValueError``) while another live process runs in ``workdir``
+      (an exclusive ``fcntl.flock`` on ``WORKDIR/.lock``, held until this
+      returns and released by the kernel if the process dies).
+    TrainingDiverged, TrainingInterrupted: from
+      :func:`vaells_jax.training.loop.train`.
   """
   start = time.perf_counter()
-  workdir = pathlib.Path(workdir)
   validate_run(config, data, workdir, resume, overwrite)
+  workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
+  with lock_workdir(workdir):
+    # Again under the lock: another run may have written here meanwhile.
+    validate_run(config, data, workdir, resume, overwrite)
+    return _train_and_evaluate(config, data, workdir, log, resume, overwrite, start)
+
+
+def _train_and_evaluate(config, data, workdir, log, resume, overwrite, start):
+  """:func:`train_and_evaluate` once the workdir is validated and locked."""
   if overwrite and not resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
     shutil.rmtree(workdir / population.POPULATION_DIR, ignore_errors=True)
-  (workdir / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(config), indent=2))
+  atomic_write_text(
+    workdir / CONFIG_NAME, json.dumps(dataclasses.asdict(config), indent=2)
+  )
   save_synthetic(workdir / DATA_NAME, data)
   state, info = train(config, data, workdir, log, resume=resume)
   entry = MODELS[config.model]
@@ -159,5 +192,5 @@ def train_and_evaluate(
   report = image_report if config.network == "conv" else synthetic_report
   summary.update(report.evaluate_and_report(trained, workdir, summary))
   summary["wall_time_s"] = time.perf_counter() - start
-  (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+  atomic_write_text(workdir / "summary.json", json.dumps(summary, indent=2))
   return trained, summary

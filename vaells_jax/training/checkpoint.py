@@ -1,10 +1,16 @@
-"""Atomic, resumable checkpoints of the training state (orbax; no pickle).
+"""Atomic, verified, resumable checkpoints of the training state (orbax; no pickle).
 
 Checkpoints live in ``workdir/checkpoints/<step>/``. Orbax writes each one
-into a temporary folder and renames it when complete, so a run killed while
-saving (even with SIGKILL) leaves the previous checkpoint as the latest and
-never a half-written one. The arrays are stored with tensorstore, the tree
-layout as JSON metadata.
+into a temporary folder and renames it when complete; then the SHA-256 of
+every file in it is written, atomically, to ``<step>/sha256sums.json``
+together with what the run was (its config, a digest of its data). A
+checkpoint counts as complete only once that file exists, so a run killed
+while saving (even with SIGKILL) leaves the previous checkpoint as the latest
+and never a half-written one; older checkpoints beyond the last ``KEEP`` are
+deleted only after that. Every restore first checks every file against its
+checksum: a flipped byte or a truncated file anywhere is a
+:class:`CheckpointError`, never silently altered parameters. The arrays are
+stored with tensorstore, the tree layout as JSON metadata.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import hashlib
 import json
 import logging
 import os
@@ -23,16 +30,20 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from vaells_jax.data.files import atomic_write_text
+
 __all__ = [
   "CHECKPOINT_DIR",
   "CheckpointError",
   "checkpoint_steps",
   "restore_checkpoint",
   "save_checkpoint",
+  "verify_checkpoint",
 ]
 
 CHECKPOINT_DIR = "checkpoints"
 KEEP = 2  # the latest and the one before it
+SUMS_NAME = "sha256sums.json"  # in each step's folder; written last
 
 # Orbax logs every save and restore at INFO level through absl.
 logging.getLogger("absl").setLevel(logging.WARNING)
@@ -43,8 +54,9 @@ class CheckpointError(ValueError):
 
 
 def _manager(workdir, create: bool) -> ocp.CheckpointManager:
+  # Old checkpoints are deleted here, once the new one's checksums are written.
   options = ocp.CheckpointManagerOptions(
-    max_to_keep=KEEP, create=create, enable_async_checkpointing=False
+    max_to_keep=None, create=create, enable_async_checkpointing=False
   )
   return ocp.CheckpointManager(
     pathlib.Path(workdir).absolute() / CHECKPOINT_DIR, options=options
@@ -52,11 +64,17 @@ def _manager(workdir, create: bool) -> ocp.CheckpointManager:
 
 
 def checkpoint_steps(workdir) -> list[int]:
-  """Steps of the complete checkpoints in ``workdir``, ascending.
+  """Steps of the complete checkpoints in ``workdir`` (with checksums), ascending.
 
   Safe to call while a run is writing to ``workdir`` (e.g. to watch it):
   a listing that races with the deletion of an old checkpoint is retried.
   """
+  folder = pathlib.Path(workdir) / CHECKPOINT_DIR
+  return [s for s in saved_steps(workdir) if (folder / str(s) / SUMS_NAME).exists()]
+
+
+def saved_steps(workdir) -> list[int]:
+  """Steps of every checkpoint orbax finished, with or without checksums."""
   for attempt in range(10):
     if not (pathlib.Path(workdir) / CHECKPOINT_DIR).is_dir():
       return []
@@ -69,19 +87,154 @@ def checkpoint_steps(workdir) -> list[int]:
       time.sleep(0.05)
 
 
-def save_checkpoint(workdir, state) -> int:
+def _file_sums(folder: pathlib.Path) -> dict[str, str]:
+  """SHA-256 of every file under ``folder`` but the sums file, by relative path."""
+  sums = {}
+  for path in sorted(folder.rglob("*")):
+    relative = path.relative_to(folder).as_posix()
+    if path.is_symlink():
+      raise CheckpointError(f"Checkpoint {folder} holds a symbolic link {relative}.")
+    if path.is_file() and relative != SUMS_NAME:
+      digest = hashlib.sha256()
+      with open(path, "rb") as f:
+        for block in iter(lambda f=f: f.read(1 << 20), b""):
+          digest.update(block)
+      sums[relative] = digest.hexdigest()
+  return sums
+
+
+def save_checkpoint(workdir, state, identity: dict | None = None) -> int:
   """Saves ``state`` (a pytree with a scalar ``step``) and returns that step.
 
-  Blocks until the checkpoint is complete on disk. Saving a step that is
-  already saved does nothing. Older checkpoints beyond the last ``KEEP`` are
-  deleted only after the new one is complete.
+  Blocks until the checkpoint is complete on disk, checksums included.
+  Saving a step that is already complete does nothing; a folder of that step
+  without checksums (a save that was interrupted) is replaced. Older
+  checkpoints beyond the last ``KEEP`` are deleted only after the new one is
+  complete.
+
+  Args:
+    workdir: the run's folder.
+    state: the training state.
+    identity: what the run is (e.g. ``{"config": {...}, "data_sha256": ...}``),
+      stored with the checksums and compared by :func:`verify_checkpoint`.
+
+  Raises:
+    CheckpointError: one line, if the checkpoint cannot be written (a full
+      disk, a file size limit); the previous checkpoints are left intact.
   """
   step = int(state.step)
-  with _manager(workdir, create=True) as manager:
-    if step not in manager.all_steps():
+  folder = pathlib.Path(workdir) / CHECKPOINT_DIR
+  if step in checkpoint_steps(workdir):
+    return step
+  try:
+    # Orbax's threads log a failed write (a full disk) with tracebacks.
+    with _quiet_stderr(), _manager(workdir, create=True) as manager:
+      if step in manager.all_steps():  # interrupted before its checksums
+        manager.delete(step)
       manager.save(step, args=ocp.args.StandardSave(state))
       manager.wait_until_finished()
+      record = {"files": _file_sums(folder / str(step)), **(identity or {})}
+      atomic_write_text(folder / str(step) / SUMS_NAME, json.dumps(record, indent=1))
+      complete = checkpoint_steps(workdir)
+      for old in manager.all_steps():
+        if old not in complete[-KEEP:]:
+          manager.delete(old)
+  except (CheckpointError, KeyboardInterrupt):
+    raise
+  except Exception as e:  # OSError from tensorstore or a write, wrapped or not
+    _remove_temporary(folder)
+    raise CheckpointError(
+      f"Could not write the checkpoint of step {step} ({_first_words(e)}); "
+      f"the previous checkpoints (steps {checkpoint_steps(workdir)}) are intact."
+    ) from None
   return step
+
+
+def _remove_temporary(folder: pathlib.Path) -> None:
+  """Deletes orbax's temporary folders of a save that failed."""
+  import shutil
+
+  for tmp in folder.glob("*.orbax-checkpoint-tmp*"):
+    if not tmp.is_symlink():
+      shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify_checkpoint(workdir, step: int, identity: dict | None = None) -> None:
+  """Checks every file of checkpoint ``step`` against its SHA-256.
+
+  With ``identity`` (as given to :func:`save_checkpoint`), also checks that
+  the checkpoint was written by that run: each key of ``identity`` must equal
+  the stored one (a ``config.json`` edited after training is refused, naming
+  the fields that differ).
+
+  Raises:
+    CheckpointError: one line naming the first mismatching file or field, or
+      a checkpoint without checksums; when an earlier intact checkpoint
+      exists, the message says how to resume from it.
+  """
+  folder = pathlib.Path(workdir) / CHECKPOINT_DIR / str(step)
+  problem = _integrity_problem(folder)
+  if problem:
+    raise CheckpointError(
+      f"Checkpoint {folder} is corrupt: {problem}.{_fallback(workdir, step)}"
+    )
+  record = json.loads((folder / SUMS_NAME).read_text())
+  for key, value in (identity or {}).items():
+    stored = record.get(key)
+    if stored == value:
+      continue
+    if isinstance(value, dict) and isinstance(stored, dict):
+      fields = sorted(k for k in {*value, *stored} if value.get(k) != stored.get(k))
+      what = "; ".join(
+        f"{k}: checkpoint {stored.get(k)!r}, now {value.get(k)!r}" for k in fields
+      )
+    else:
+      what = f"checkpoint {stored!r}, now {value!r}"
+    raise CheckpointError(
+      f"Checkpoint {folder} was written by another run than this {key} describes "
+      f"({what}); was the workdir's {key} edited?"
+    )
+
+
+def _integrity_problem(folder: pathlib.Path) -> str | None:
+  """What is wrong with the files of one checkpoint folder, or None."""
+  try:
+    record = json.loads((folder / SUMS_NAME).read_text())
+    expected = record["files"]
+    if not isinstance(expected, dict):
+      raise TypeError
+  except FileNotFoundError:
+    return (
+      f"it has no {SUMS_NAME} (written by an older vaells_jax, or its save was "
+      "interrupted)"
+    )
+  except (OSError, ValueError, KeyError, TypeError):
+    return f"its {SUMS_NAME} is unreadable"
+  try:
+    found = _file_sums(folder)
+  except (OSError, CheckpointError) as e:
+    return _first_words(e)
+  for name in sorted({*expected, *found}):
+    if name not in found:
+      return f"file {name} is missing"
+    if name not in expected:
+      return f"file {name} is not in its checksums"
+    if found[name] != expected[name]:
+      size = (folder / name).stat().st_size
+      return f"file {name} ({size} bytes) does not match its SHA-256"
+  return None
+
+
+def _fallback(workdir, step: int) -> str:
+  """Names an earlier intact checkpoint and how to resume from it, if any."""
+  folder = pathlib.Path(workdir) / CHECKPOINT_DIR
+  for earlier in reversed([s for s in checkpoint_steps(workdir) if s < step]):
+    if _integrity_problem(folder / str(earlier)) is None:
+      return (
+        f" The checkpoint of step {earlier} is intact: to resume from it, "
+        f"delete {folder / str(step)} and resume again."
+      )
+  return ""
 
 
 def _drop_unretrieved_futures(record: logging.LogRecord) -> bool:
@@ -158,29 +311,40 @@ def _check_layout(folder: pathlib.Path, target) -> None:
     )
 
 
-def restore_checkpoint(workdir, target, step: int | None = None):
+def restore_checkpoint(
+  workdir, target, step: int | None = None, identity: dict | None = None
+):
   """Restores the checkpoint at ``step`` (default: the latest) like ``target``.
+
+  Every file is checked against its checksum first (:func:`verify_checkpoint`,
+  with ``identity`` if given).
 
   Args:
     workdir: the run's folder.
     target: a state with the expected structure, shapes and dtypes (e.g. a
       freshly initialised one).
     step: which checkpoint; None for the latest.
+    identity: what the run is, as given to :func:`save_checkpoint`.
 
   Raises:
-    CheckpointError: if there is no checkpoint, or it cannot be read, or its
-      structure, shapes or dtypes differ from ``target``'s (a checkpoint of a
-      different configuration) — never a silent fresh start.
+    CheckpointError: if there is no checkpoint, or a file fails its checksum,
+      or it cannot be read, or its structure, shapes or dtypes differ from
+      ``target``'s (a checkpoint of a different configuration) — never a
+      silent fresh start.
   """
   steps = checkpoint_steps(workdir)
   folder = pathlib.Path(workdir) / CHECKPOINT_DIR
   if not steps:
+    unverified = saved_steps(workdir)
+    if unverified:
+      verify_checkpoint(workdir, unverified[-1])  # raises: no checksums
     raise CheckpointError(f"No checkpoint in {folder}.")
   step = steps[-1] if step is None else step
   if step not in steps:
     raise CheckpointError(
       f"No checkpoint for step {step} in {folder}; there are: {steps}."
     )
+  verify_checkpoint(workdir, step, identity)
   _check_layout(folder / str(step), target)
   try:
     with _quiet_stderr(), _manager(workdir, create=False) as manager:

@@ -8,8 +8,14 @@ the latest checkpoint bit for bit.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
 import json
+import os
 import pathlib
+import signal
+import threading
 import time
 from typing import Any, Callable
 
@@ -19,16 +25,26 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.config import Config
+from vaells_jax.data.files import atomic_write_text
 from vaells_jax.data.synthetic import SyntheticData
 from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   checkpoint_steps,
   restore_checkpoint,
   save_checkpoint,
+  saved_steps,
 )
 from vaells_jax.training.step import data_parallel_mesh
 
-__all__ = ["METRICS_NAME", "TrainingDiverged", "batch_indices", "check_data", "train"]
+__all__ = [
+  "METRICS_NAME",
+  "TrainingDiverged",
+  "TrainingInterrupted",
+  "batch_indices",
+  "check_data",
+  "run_identity",
+  "train",
+]
 
 METRICS_NAME = "metrics.jsonl"
 # Metrics that are state (counters, the current rate): logged as their last
@@ -44,9 +60,14 @@ def check_data(config: Config, data: SyntheticData) -> None:
       range, a class without anchors, fewer points than the batch).
   """
   x, labels, anchors = data.x_train, data.labels_train, data.anchors
-  if x.ndim != 2 or x.shape[0] == 0:
+  if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
     raise ValueError(
-      f"The training data must be [N, D] with N >= 1, got shape {x.shape}."
+      f"The training data must be [N, D] with N >= 1 and D >= 1, got shape {x.shape}."
+    )
+  if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
+    raise ValueError(
+      f"The training data must be real numbers, got dtype {x.dtype} (complex "
+      "data would lose its imaginary part)."
     )
   if not np.all(np.isfinite(x)):
     bad = np.argwhere(~np.isfinite(x))[0]
@@ -101,6 +122,35 @@ def check_data(config: Config, data: SyntheticData) -> None:
       f"config.batch_size={config.batch_size} is larger than the "
       f"{x.shape[0]} training points."
     )
+  needed, available = _memory_needed(config, x.shape[1]), _physical_memory()
+  if needed > available:
+    raise ValueError(
+      f"The model of config.latent_dim={config.latent_dim}, config.hidden="
+      f"{config.hidden}, config.num_ops={config.num_ops} on D={x.shape[1]} "
+      f"needs about {needed / 2**30:.3g} GiB for its parameters, gradients and "
+      f"optimiser state; this machine has {available / 2**30:.3g} GiB."
+    )
+
+
+def _memory_needed(config: Config, data_dim: int) -> int:
+  """Bytes of parameters, gradients and Adam moments (float32), estimated.
+
+  The MLP encoder and decoder (``D -> hidden -> d`` and back; the conv
+  networks' dense layers are of the same order), the dictionary ``M d^2``
+  and one anchor set, each held four times.
+  """
+  widths = (data_dim, *config.hidden, config.latent_dim)
+  dense = sum(a * b + b for a, b in zip(widths[:-1], widths[1:], strict=True))
+  psi = config.num_ops * config.latent_dim**2
+  return 4 * 4 * (2 * dense + psi)
+
+
+def _physical_memory() -> int:
+  """Bytes of physical memory (``sysconf``); 2^40 where it is not known."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (ValueError, OSError, AttributeError):
+    return 2**40
 
 
 def batch_indices(seed: int, step: int, num_points: int, batch_size: int):
@@ -111,6 +161,65 @@ def batch_indices(seed: int, step: int, num_points: int, batch_size: int):
 
 class TrainingDiverged(RuntimeError):
   """Too many consecutive steps had a non-finite loss; the run was stopped."""
+
+
+class TrainingInterrupted(Exception):
+  """SIGTERM or SIGINT stopped training after a step; a checkpoint was written.
+
+  Attributes:
+    signum: the signal's number (``signal.SIGTERM`` or ``signal.SIGINT``).
+    step: the step of the checkpoint written, from which ``resume`` continues.
+  """
+
+  def __init__(self, signum: int, step: int):
+    super().__init__(
+      f"{signal.Signals(signum).name} received: stopped after step {step}, "
+      "checkpoint written"
+    )
+    self.signum, self.step = signum, step
+
+
+@contextlib.contextmanager
+def _deferred_signals():
+  """SIGTERM and SIGINT set a flag instead of stopping the process at once.
+
+  Yields a list that receives the signal numbers. Only the main thread can
+  install handlers; elsewhere the signals keep their usual effect.
+  """
+  received = []
+  if threading.current_thread() is not threading.main_thread():
+    yield received
+    return
+  previous = {
+    sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+    for sig in (signal.SIGTERM, signal.SIGINT)
+  }
+  try:
+    yield received
+  finally:
+    for sig, handler in previous.items():
+      signal.signal(sig, handler)
+
+
+def run_identity(config: Config, data: SyntheticData) -> dict:
+  """What a checkpoint records of its run: the config and a digest of the data.
+
+  ``{"config": {field: value, ...}, "data_sha256": hex}`` as JSON values;
+  the digest covers the training points, labels and anchors.
+  """
+  digest = hashlib.sha256()
+  for array, dtype in (
+    (data.x_train, np.float64),
+    (data.labels_train, np.int64),
+    (data.anchors, np.float64),
+  ):
+    array = np.ascontiguousarray(array, dtype)
+    digest.update(repr(array.shape).encode())
+    digest.update(array.tobytes())
+  return {
+    "config": json.loads(json.dumps(dataclasses.asdict(config))),
+    "data_sha256": digest.hexdigest(),
+  }
 
 
 def _log_line(step, metrics, rate):
@@ -197,16 +306,43 @@ def _window_means(window, last, count: int) -> dict:
   return {k: v.tolist() if v.ndim else float(v) for k, v in means.items()}
 
 
-def _truncate_metrics(path: pathlib.Path, last_step: int) -> None:
-  """Drops logged steps after ``last_step`` (a resumed run logs them again)."""
+def _truncate_metrics(path: pathlib.Path, last_step: int, log=print) -> None:
+  """Drops logged steps after ``last_step`` (a resumed run logs them again).
+
+  A half-written last line (a run killed while appending it) is dropped and
+  logged; an unreadable line before it is an error.
+
+  Raises:
+    ValueError: naming the line that is not a metrics record.
+  """
   if not path.exists():
     return
-  kept = [
-    line
-    for line in path.read_text().splitlines(keepends=True)
-    if line.strip() and json.loads(line)["step"] <= last_step
-  ]
-  path.write_text("".join(kept))
+  try:
+    lines = path.read_text().splitlines(keepends=True)
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path} cannot be read ({_first_line(e)}).") from None
+  kept = []
+  for number, line in enumerate(lines, 1):
+    if not line.strip():
+      continue
+    try:
+      step = json.loads(line)["step"]
+      if not isinstance(step, int):
+        raise TypeError
+    except (ValueError, KeyError, TypeError):
+      if number == len(lines):
+        log(f"{path}: dropped its half-written last line {line.strip()[:40]!r}")
+        continue
+      raise ValueError(
+        f"{path} line {number} is not a metrics record: {line.strip()[:60]!r}."
+      ) from None
+    if step <= last_step:
+      kept.append(line if line.endswith("\n") else line + "\n")
+  atomic_write_text(path, "".join(kept))
+
+
+def _first_line(error: Exception) -> str:
+  return " ".join(str(error).split()) or type(error).__name__
 
 
 def train(
@@ -248,27 +384,31 @@ def train(
     CheckpointError: for a checkpoint that is corrupt or of another
       configuration (when resuming).
     TrainingDiverged: as described above.
+    TrainingInterrupted: after SIGTERM or SIGINT (received in the main
+      thread): the step under way is finished and checkpointed first, so
+      ``resume=True`` continues from it.
   """
   check_data(config, data)
   workdir = pathlib.Path(workdir)
-  saved_steps = checkpoint_steps(workdir)
-  if saved_steps and not resume:
+  found = saved_steps(workdir)
+  if found and not resume:
     raise ValueError(
       f"{workdir} already holds checkpoints (steps "
-      f"{saved_steps}); resume that run or use an empty "
+      f"{found}); resume that run or use an empty "
       "workdir."
     )
   workdir.mkdir(parents=True, exist_ok=True)
+  identity = run_identity(config, data)
   key = jax.random.PRNGKey(config.seed)
   state = init(key, config, data)
-  if saved_steps:
-    state = restore_checkpoint(workdir, state)
+  if found:
+    state = restore_checkpoint(workdir, state, identity=identity)
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:
     log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
   first_step = int(state.step)
   metrics_path = workdir / METRICS_NAME
-  _truncate_metrics(metrics_path, first_step if resume else -1)
+  _truncate_metrics(metrics_path, first_step if resume else -1, log)
 
   mesh = data_parallel_mesh() if config.data_parallel else None
   step_fn = make_step(config, data.data_dim, mesh)
@@ -282,7 +422,7 @@ def train(
   compile_time, last_step = 0.0, first_step
   streak = None  # bad_streak of the previous step, read one step late
   window = None  # metric sums since the last logged line, on the device
-  with open(metrics_path, "a") as metrics_file:
+  with _deferred_signals() as signals, open(metrics_path, "a") as metrics_file:
     for step in range(first_step, config.num_steps):
       idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
       previous = state
@@ -329,10 +469,16 @@ def train(
             f"warning: the last {int(np.min(state.bad_streak))} steps had a "
             "non-finite loss"
           )
-        save_checkpoint(workdir, state)
+        save_checkpoint(workdir, state, identity)
+        if signals:
+          raise TrainingInterrupted(signals[0], done)
+      elif signals:
+        # Failed steps change no parameters, so this state is resumable too.
+        save_checkpoint(workdir, state, identity)
+        raise TrainingInterrupted(signals[0], done)
       elif done % config.checkpoint_every == 0:
         if int(np.min(state.bad_streak)) == 0:
-          save_checkpoint(workdir, state)
+          save_checkpoint(workdir, state, identity)
         else:
           log(f"step {done}: checkpoint skipped while steps are failing")
   train_time = time.perf_counter() - start
