@@ -27,18 +27,57 @@ from vaells_jax.training.checkpoint import (
   checkpoint_steps,
 )
 from vaells_jax.training.loop import TrainingDiverged, check_data
+from vaells_jax.training.step import first_psi_step
 
 __all__ = [
+  "STRUCTURE_METRICS",
   "TrainingDiverged",
   "check_data",
+  "short_run_warning",
   "train",
   "train_and_evaluate",
   "validate_run",
 ]
 
+# Metrics that measure the learned operators Psi (orbits, paths, samples moved
+# along them, rotations): without a single Psi step they measure Psi's random
+# start, so a run that ends before Psi learning lists them in
+# summary["not_meaningful"] (and summary.md says so).
+STRUCTURE_METRICS = (
+  "sample_manifold_distance",
+  "orbit_manifold_distance",
+  "orbit_coverage",
+  "path_manifold_distance",
+  "path_endpoint_error",
+  "operator_magnitudes",
+  "rotation_span_degrees",
+  "rotation_span_degrees_best",
+  "rotation_spearman",
+  "reference_cosine",
+)
+
+
+def short_run_warning(config: Config) -> str | None:
+  """A warning if VAELLS's run ends before its first ``Psi`` step, else None."""
+  first = first_psi_step(config)
+  if config.model != "vaells" or config.num_steps > first:
+    return None
+  return (
+    f"warning: config.num_steps={config.num_steps} ends before Psi learning "
+    f"starts (step {first}: config.warmup_steps={config.warmup_steps}"
+    + (f" + net_steps={config.net_steps}" if config.alternate else "")
+    + "); the operators stay at their random start and the structure metrics "
+    "(orbits, paths, rotations) are marked not meaningful."
+  )
+
 
 def train(
-  config: Config, data: SyntheticData, workdir, log=print, resume: bool = False
+  config: Config,
+  data: SyntheticData,
+  workdir,
+  log=print,
+  resume: bool = False,
+  progress=None,
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train`)."""
   entry = MODELS[config.model]
@@ -50,6 +89,7 @@ def train(
     make_step=entry.make_step,
     log=log,
     resume=resume,
+    progress=progress,
   )
 
 
@@ -99,9 +139,9 @@ def validate_run(
         )
   elif steps and not overwrite:
     raise ValueError(
-      f"{workdir} already holds a run (checkpoints at steps "
-      f"{steps}); resume it, overwrite it, or choose another "
-      "workdir."
+      f"{workdir} already holds a run (checkpoints at steps {steps}); resume it "
+      "(--resume, resume=True), start it over (--overwrite, overwrite=True), or "
+      "choose another folder (--workdir=DIR)."
     )
 
 
@@ -112,6 +152,7 @@ def train_and_evaluate(
   log=print,
   resume: bool = False,
   overwrite: bool = False,
+  progress=None,
 ) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
   """Trains ``config.model`` (VAELLS or a baseline) and writes every output.
 
@@ -128,6 +169,7 @@ def train_and_evaluate(
       configuration and data must be the same).
     overwrite: start over in a ``workdir`` that already holds a run
       (its checkpoints are deleted); without it that is an error.
+    progress: called as ``progress(done, num_steps)`` after every step.
 
   Returns:
     ``(trained model, summary dict)``.
@@ -135,12 +177,15 @@ def train_and_evaluate(
   start = time.perf_counter()
   workdir = pathlib.Path(workdir)
   validate_run(config, data, workdir, resume, overwrite)
+  warning = short_run_warning(config)
+  if warning:
+    log(warning)
   workdir.mkdir(parents=True, exist_ok=True)
   if overwrite and not resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
   (workdir / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(config), indent=2))
   save_synthetic(workdir / DATA_NAME, data)
-  state, info = train(config, data, workdir, log, resume=resume)
+  state, info = train(config, data, workdir, log, resume=resume, progress=progress)
   entry = MODELS[config.model]
   summary = {
     "model": config.model,
@@ -148,9 +193,18 @@ def train_and_evaluate(
     "net_skipped_steps": int(state.net_skipped),
     **entry.summary(state),
   }
+  if warning:
+    summary["not_meaningful"] = "set below"
   trained = entry.trained(config, state, data)
   report = image_report if config.network == "conv" else synthetic_report
-  summary.update(report.evaluate_and_report(trained, workdir, summary))
+  log("evaluating ...")
+  evaluated = time.perf_counter()
+  metrics = report.evaluate_and_report(trained, workdir, summary, log=log)
+  summary.update(metrics)
+  if warning:
+    summary["not_meaningful"] = [k for k in STRUCTURE_METRICS if k in summary]
+  summary["eval_time_s"] = time.perf_counter() - evaluated
   summary["wall_time_s"] = time.perf_counter() - start
+  log(f"writing {workdir / 'summary.json'}")
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return trained, summary
