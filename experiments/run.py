@@ -1,23 +1,8 @@
 """Runs a paper experiment: ``python experiments/run.py --exp=concentric``.
 
-Flags:
-  --exp=NAME              concentric | swiss_roll | rot_mnist | nat_mnist, or
-                          compare_concentric | compare_swiss_roll |
-                          compare_nat_mnist (every model, several seeds)
-  --model=NAME            vaells (default) | vae | vampprior | svae: the model
-                          trained on the experiment's data, networks and budget
-  --seeds=N               comparisons: seeds 0..N-1 (default 3)
-  --workdir=DIR           output folder (default: runs/NAME, with _MODEL
-                          appended for a baseline)
-  --budget=paper|cpu      the paper's training budget (default), or the
-                          reduced one for a 2-core CPU (MNIST experiments)
-  --data-dir=DIR          MNIST from standard IDX files in DIR (.gz or raw);
-                          default: tensorflow-datasets (needs internet once)
-  --config.KEY=VALUE      override any field of the experiment's config,
-                          e.g. --config.num_steps=200 --config.seed=1
-  --resume                continue the run in --workdir from its latest
-                          checkpoint, with its saved configuration
-  --overwrite             start over in a --workdir that holds a run
+Installed, ``vaells-run --exp=concentric`` is the same command. Flags are
+listed by ``--help``, with every config key that ``--config.KEY=VALUE`` (or
+``--config.KEY VALUE``) overrides.
 
 Exit status: 0 done; 2 bad input (flags, config, data, checkpoint), with a
 one-line message and nothing written; 1 training diverged (the message names
@@ -27,14 +12,23 @@ the likely cause; the last good checkpoint is kept).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import importlib
+import os
 import pathlib
 import sys
+import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from vaells_jax.config import CONFIG_NAME, config_from_json, override  # noqa: E402
+from vaells_jax.config import (  # noqa: E402
+  CONFIG_NAME,
+  Config,
+  config_from_json,
+  override,
+)
 
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
 COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
@@ -57,33 +51,115 @@ def make_data(exp, config, data_dir):
   return getattr(synthetic, f"make_{exp}")(seed=config.seed)
 
 
-def parse_args(argv):
-  parser = argparse.ArgumentParser(
-    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def _config_keys() -> str:
+  """Every config key with its default, for ``--help``."""
+  items = [f"{f.name}={f.default!r}" for f in dataclasses.fields(Config)]
+  return textwrap.fill(
+    ", ".join(items), 78, initial_indent="  ", subsequent_indent="  "
   )
-  parser.add_argument("--exp", required=True, help="|".join(EXPERIMENTS + COMPARISONS))
-  parser.add_argument("--model", default="vaells", choices=MODELS)
-  parser.add_argument("--seeds", type=int, default=3)
-  parser.add_argument("--workdir", default=None)
-  parser.add_argument("--budget", default="paper", choices=("paper", "cpu"))
-  parser.add_argument("--data-dir", default=None)
-  parser.add_argument("--resume", action="store_true")
-  parser.add_argument("--overwrite", action="store_true")
-  args, rest = parser.parse_known_args(argv)
-  overrides = {}
-  for item in rest:
-    if not item.startswith("--config.") or "=" not in item:
+
+
+def _suggest(word: str, choices) -> str:
+  near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+  return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def make_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+    prog="experiments/run.py",
+    description=__doc__.split("\n\n")[0].replace("``", ""),
+    epilog="--config.KEY=VALUE (or --config.KEY VALUE) overrides any of these\n"
+    "config keys (defaults shown; each experiment sets its own values, saved in\n"
+    "the run's config.json):\n"
+    + _config_keys()
+    + "\n\nExit status: 0 done; 2 bad input (one-line message, nothing written); "
+    "1 training diverged (last good checkpoint kept).",
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument(
+    "--exp",
+    required=True,
+    metavar="NAME",
+    help=f"experiment: {' | '.join(EXPERIMENTS)}; or a comparison of every "
+    f"model over seeds: {' | '.join(COMPARISONS)}",
+  )
+  parser.add_argument(
+    "--model",
+    default="vaells",
+    choices=MODELS,
+    help="the model trained on the experiment's data and budget (default vaells)",
+  )
+  parser.add_argument(
+    "--seeds", type=int, default=3, help="comparisons: seeds 0..N-1 (default 3)"
+  )
+  parser.add_argument(
+    "--workdir",
+    default=None,
+    metavar="DIR",
+    help="output folder (default runs/EXP, with _MODEL for a baseline)",
+  )
+  parser.add_argument(
+    "--budget",
+    default="paper",
+    choices=("paper", "cpu"),
+    help="the paper's training budget (default) or the reduced 2-core CPU one "
+    "(MNIST experiments)",
+  )
+  parser.add_argument(
+    "--data-dir",
+    default=None,
+    metavar="DIR",
+    help="MNIST IDX files in DIR (get them with `python -m vaells_jax.data.mnist "
+    "download DIR`); default: tensorflow-datasets, if installed ([tfds] extra)",
+  )
+  parser.add_argument(
+    "--resume",
+    action="store_true",
+    help="continue the run in --workdir from its latest checkpoint",
+  )
+  parser.add_argument(
+    "--overwrite",
+    action="store_true",
+    help="start over in a --workdir that holds a run",
+  )
+  return parser
+
+
+def _overrides(parser, rest) -> dict[str, str]:
+  """``--config.KEY=VALUE`` and ``--config.KEY VALUE`` items of ``rest``."""
+  flags = [o for a in parser._actions for o in a.option_strings]
+  overrides, i = {}, 0
+  while i < len(rest):
+    item = rest[i]
+    if item.startswith("--config."):
+      key, eq, value = item[len("--config.") :].partition("=")
+      if not eq:
+        if i + 1 >= len(rest) or rest[i + 1].startswith("--"):
+          parser.error(f"{item} needs a value: {item}=VALUE")
+        value, i = rest[i + 1], i + 1
+      overrides[key] = value
+    elif item.startswith("--"):
+      flag = item.split("=", 1)[0]
       parser.error(
-        f"unrecognised argument {item!r}; overrides look like --config.KEY=VALUE"
+        f"unrecognised argument {flag!r}{_suggest(flag, flags)} (config "
+        "overrides look like --config.KEY=VALUE; --help lists flags and keys)"
       )
-    key, value = item[len("--config.") :].split("=", 1)
-    overrides[key] = value
+    else:
+      parser.error(f"unexpected argument {item!r}")
+    i += 1
+  return overrides
+
+
+def parse_args(argv):
+  parser = make_parser()
+  args, rest = parser.parse_known_args(argv)
+  overrides = _overrides(parser, rest)
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
   if args.exp not in EXPERIMENTS + COMPARISONS:
     parser.error(
-      f"unknown --exp={args.exp!r}; choose one of: "
-      f"{', '.join(EXPERIMENTS + COMPARISONS)}"
+      f"unknown --exp={args.exp!r}{_suggest(args.exp, EXPERIMENTS + COMPARISONS)} "
+      f"Choose one of: {', '.join(EXPERIMENTS + COMPARISONS)}"
     )
   if args.exp in COMPARISONS:
     if args.model != "vaells" or "model" in overrides:
@@ -127,6 +203,30 @@ def compare(args, config, workdir) -> int:
   return 0
 
 
+def _number(value) -> str:
+  """A summary value for a log line: 4 significant digits, not 16."""
+  if isinstance(value, float):
+    return f"{value:.4g}"
+  return str(value)
+
+
+def _compilation_cache() -> None:
+  """Keeps compiled programs on disk, so a second run skips compiling.
+
+  ``JAX_COMPILATION_CACHE_DIR`` picks the folder (default
+  ``~/.cache/vaells_jax/jax``); ``VAELLS_NO_CACHE=1`` turns it off.
+  """
+  if os.environ.get("VAELLS_NO_CACHE"):
+    return
+  import jax
+
+  folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
+    os.path.expanduser("~"), ".cache", "vaells_jax", "jax"
+  )
+  jax.config.update("jax_compilation_cache_dir", folder)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
 def main(argv=None) -> int:
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
   exp = args.exp[len("compare_") :] if args.exp in COMPARISONS else args.exp
@@ -145,6 +245,7 @@ def main(argv=None) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  _compilation_cache()
   if args.exp in COMPARISONS:
     return compare(args, config, workdir)
   from vaells_jax.data.mnist import MnistUnavailable
@@ -165,15 +266,19 @@ def main(argv=None) -> int:
     f"{args.exp} ({config.model}): {config.num_steps} steps, workdir {workdir}",
     flush=True,
   )
+  from vaells_jax.runs.progress import Progress
+
   try:
-    _, summary = train_and_evaluate(
-      config,
-      data,
-      workdir,
-      log=lambda line: print(line, flush=True),
-      resume=args.resume,
-      overwrite=args.overwrite,
-    )
+    with Progress() as progress:
+      _, summary = train_and_evaluate(
+        config,
+        data,
+        workdir,
+        log=progress.log,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=progress.step,
+      )
   except CheckpointError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -183,6 +288,9 @@ def main(argv=None) -> int:
   keys = (
     "steps",
     "wall_time_s",
+    "compile_time_s",
+    "train_time_s",
+    "eval_time_s",
     "psi_rejected_steps",
     "knn_class_accuracy",
     "sample_manifold_distance",
@@ -199,9 +307,11 @@ def main(argv=None) -> int:
     "class_consistency",
     "classifier_test_accuracy",
   )
+  doubtful = summary.get("not_meaningful", ())
   for key in keys:
     if key in summary:
-      print(f"{key}: {summary[key]}")
+      note = "  (not meaningful: Psi was never trained)" if key in doubtful else ""
+      print(f"{key}: {_number(summary[key])}{note}")
   print(f"summary: {workdir / 'summary.md'}")
   return 0
 
