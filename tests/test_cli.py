@@ -146,3 +146,35 @@ def test_summary_md_directions_references_and_marks(tmp_path):
   assert "| knn_class_accuracy | 1 | higher |" in text
   assert "ended before Psi learning started" in text
   assert "](paths.png)" in text  # figures embedded with relative links
+
+
+def test_short_run_marks_its_structure_metrics(tmp_path, monkeypatch):
+  """train_and_evaluate's bookkeeping, with training and evaluation faked."""
+  import types
+
+  from vaells_jax.data.synthetic import make_concentric
+  from vaells_jax.evaluation import synthetic_report
+  from vaells_jax.runs import runner
+
+  config = Config(num_steps=3, warmup_steps=5, hidden=(8,))
+  state = types.SimpleNamespace(net_skipped=0)
+  monkeypatch.setattr(runner, "train", lambda *a, **k: (state, {"steps": 3}))
+  entry = types.SimpleNamespace(summary=lambda s: {}, trained=lambda c, s, d: None)
+  monkeypatch.setitem(runner.MODELS, "vaells", entry)
+
+  def report(trained, workdir, summary, log=None):
+    metrics = {"knn_class_accuracy": 1.0, "orbit_coverage": 0.5}
+    synthetic_report.write_markdown(workdir, {**summary, **metrics}, config)
+    return metrics
+
+  monkeypatch.setattr(synthetic_report, "evaluate_and_report", report)
+  lines = []
+  _, summary = runner.train_and_evaluate(
+    config, make_concentric(seed=0), tmp_path, log=lines.append
+  )
+  assert "ends before Psi learning starts (step 5" in lines[0]
+  assert summary["not_meaningful"] == ["orbit_coverage"]
+  text = (tmp_path / "summary.md").read_text()
+  assert "| orbit_coverage | 0.5 (_not meaningful_) |" in text
+  assert "| knn_class_accuracy | 1 | higher |" in text
+  assert '"not_meaningful"' in (tmp_path / "summary.json").read_text()

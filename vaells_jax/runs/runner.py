@@ -193,8 +193,8 @@ def train_and_evaluate(
     "net_skipped_steps": int(state.net_skipped),
     **entry.summary(state),
   }
-  if warning:
-    summary["not_meaningful"] = "set below"
+  if warning:  # summary.md (written by the report) marks these
+    summary["not_meaningful"] = list(STRUCTURE_METRICS)
   trained = entry.trained(config, state, data)
   report = image_report if config.network == "conv" else synthetic_report
   log("evaluating ...")
