@@ -66,7 +66,6 @@ def _suggest(word: str, choices) -> str:
 
 def make_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-    prog="experiments/run.py",
     description=__doc__.split("\n\n")[0].replace("``", ""),
     epilog="--config.KEY=VALUE (or --config.KEY VALUE) overrides any of these\n"
     "config keys (defaults shown; each experiment sets its own values, saved in\n"
