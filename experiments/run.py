@@ -1,25 +1,11 @@
 """Runs a paper experiment: ``python experiments/run.py --exp=concentric``.
 
-Flags:
-  --exp=NAME              concentric | swiss_roll | rot_mnist | nat_mnist, or
-                          compare_concentric | compare_swiss_roll |
-                          compare_nat_mnist (every model, several seeds), or
-                          sensitivity (population study, with --base)
-  --base=NAME             concentric | swiss_roll: the study's experiment
-  --model=NAME            vaells (default) | vae | vampprior | svae: the model
-                          trained on the experiment's data, networks and budget
-  --seeds=N               comparisons: seeds 0..N-1 (default 3); studies (default 10)
-  --workdir=DIR           output folder (default: runs/NAME, with _MODEL
-                          appended for a baseline)
-  --budget=paper|cpu      the paper's training budget (default), or the
-                          reduced one for a 2-core CPU (MNIST experiments)
-  --data-dir=DIR          MNIST from standard IDX files in DIR (.gz or raw);
-                          default: tensorflow-datasets (needs internet once)
-  --config.KEY=VALUE      override any field of the experiment's config,
-                          e.g. --config.num_steps=200 --config.seed=1
-  --resume                continue the run in --workdir from its latest
-                          checkpoint, with its saved configuration
-  --overwrite             start over in a --workdir that holds a run
+Installed, ``vaells-run --exp=concentric`` is the same command. Flags are
+listed by ``--help``, with every config key that ``--config.KEY=VALUE`` (or
+``--config.KEY VALUE``) overrides.
+
+``--exp=sensitivity --base=concentric|swiss_roll --seeds=N`` runs the
+population study (``vaells_jax.runs.sensitivity``).
 
 Exit status: 0 done; 2 bad input (flags, config, data, workdir, a checkpoint
 that fails its checksums, a workdir in use by another run), with a one-line
@@ -33,23 +19,32 @@ command that resumes it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import importlib
+import os
 import pathlib
 import shlex
 import signal
 import sys
+import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from vaells_jax.config import CONFIG_NAME, config_from_json, override  # noqa: E402
+from vaells_jax.config import (  # noqa: E402
+  CONFIG_NAME,
+  Config,
+  config_from_json,
+  override,
+)
 
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
 COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
 DIGITS = ("rot_mnist", "nat_mnist")
 STUDIES = ("sensitivity",)  # --base=concentric|swiss_roll
 STUDY_BASES = ("concentric", "swiss_roll")
-STUDY_POPULATION = 8  # members per seed unless --config.population says
+STUDY_POPULATION = 4  # members per seed unless --config.population says
 MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
@@ -68,66 +63,154 @@ def make_data(exp, config, data_dir):
   return getattr(synthetic, f"make_{exp}")(seed=config.seed)
 
 
-def parse_args(argv):
+def _config_keys() -> str:
+  """Every config key with its default, for ``--help``."""
+  items = [f"{f.name}={f.default!r}" for f in dataclasses.fields(Config)]
+  return textwrap.fill(
+    ", ".join(items), 78, initial_indent="  ", subsequent_indent="  "
+  )
+
+
+def _suggest(word: str, choices) -> str:
+  near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+  return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def make_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-    description=__doc__,
+    description=__doc__.split("\n\n")[0].replace("``", ""),
+    epilog="--config.KEY=VALUE (or --config.KEY VALUE) overrides any of these\n"
+    "config keys (defaults shown; each experiment sets its own values, saved in\n"
+    "the run's config.json):\n"
+    + _config_keys()
+    + "\n\nExit status: 0 done; 2 bad input (one-line message, nothing written); "
+    "1 training diverged (last good checkpoint kept) or a write failed; 143 / 130 "
+    "stopped by SIGTERM / SIGINT after checkpointing (the message says how to "
+    "resume).",
     formatter_class=argparse.RawDescriptionHelpFormatter,
     allow_abbrev=False,  # --seed=5 is not --seeds=5
   )
   parser.add_argument(
-    "--exp", required=True, help="|".join(EXPERIMENTS + COMPARISONS + STUDIES)
+    "--exp",
+    required=True,
+    metavar="NAME",
+    help=f"experiment: {' | '.join(EXPERIMENTS)}; or a comparison of every "
+    f"model over seeds: {' | '.join(COMPARISONS)}; or the population study: "
+    "sensitivity (with --base)",
   )
-  parser.add_argument("--base", default=None, help="|".join(STUDY_BASES))
-  parser.add_argument("--model", default="vaells", choices=MODELS)
-  parser.add_argument("--seeds", type=int, default=None)
-  parser.add_argument("--workdir", default=None)
-  parser.add_argument("--budget", default="paper", choices=("paper", "cpu"))
-  parser.add_argument("--data-dir", default=None)
-  parser.add_argument("--resume", action="store_true")
-  parser.add_argument("--overwrite", action="store_true")
-  args, rest = parser.parse_known_args(argv)
-  overrides = {}
-  for item in rest:
-    if not item.startswith("--config.") or "=" not in item:
+  parser.add_argument(
+    "--base",
+    default=None,
+    choices=STUDY_BASES,
+    help="the experiment of --exp=sensitivity",
+  )
+  parser.add_argument(
+    "--model",
+    default="vaells",
+    choices=MODELS,
+    help="the model trained on the experiment's data and budget (default vaells)",
+  )
+  parser.add_argument(
+    "--seeds",
+    type=int,
+    default=None,
+    help="comparisons: seeds 0..N-1 (default 3); the study (default 10)",
+  )
+  parser.add_argument(
+    "--workdir",
+    default=None,
+    metavar="DIR",
+    help="output folder (default runs/EXP, with _MODEL for a baseline)",
+  )
+  parser.add_argument(
+    "--budget",
+    default="paper",
+    choices=("paper", "cpu"),
+    help="the paper's training budget (default) or the reduced 2-core CPU one "
+    "(MNIST experiments)",
+  )
+  parser.add_argument(
+    "--data-dir",
+    default=None,
+    metavar="DIR",
+    help="MNIST IDX files in DIR (get them with `python -m vaells_jax.data.mnist "
+    "download DIR`); default: tensorflow-datasets, if installed ([tfds] extra)",
+  )
+  parser.add_argument(
+    "--resume",
+    action="store_true",
+    help="continue the run in --workdir from its latest checkpoint",
+  )
+  parser.add_argument(
+    "--overwrite",
+    action="store_true",
+    help="start over in a --workdir that holds a run",
+  )
+  return parser
+
+
+def _overrides(parser, rest) -> dict[str, str]:
+  """``--config.KEY=VALUE`` and ``--config.KEY VALUE`` items of ``rest``."""
+  flags = [o for a in parser._actions for o in a.option_strings]
+  overrides, i = {}, 0
+  while i < len(rest):
+    item = rest[i]
+    if item.startswith("--config."):
+      key, eq, value = item[len("--config.") :].partition("=")
+      if not eq:
+        if i + 1 >= len(rest) or rest[i + 1].startswith("--"):
+          parser.error(f"{item} needs a value: {item}=VALUE")
+        value, i = rest[i + 1], i + 1
+      overrides[key] = value
+    elif item.startswith("--"):
+      flag = item.split("=", 1)[0]
       parser.error(
-        f"unrecognised argument {item!r}; overrides look like --config.KEY=VALUE"
+        f"unrecognised argument {flag!r}{_suggest(flag, flags)} (config "
+        "overrides look like --config.KEY=VALUE; --help lists flags and keys)"
       )
-    key, value = item[len("--config.") :].split("=", 1)
-    overrides[key] = value
+    else:
+      parser.error(f"unexpected argument {item!r}")
+    i += 1
+  return overrides
+
+
+def parse_args(argv):
+  parser = make_parser()
+  args, rest = parser.parse_known_args(argv)
+  overrides = _overrides(parser, rest)
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
-  if args.exp not in EXPERIMENTS + COMPARISONS + STUDIES:
+  names = EXPERIMENTS + COMPARISONS + STUDIES
+  if args.exp not in names:
     parser.error(
-      f"unknown --exp={args.exp!r}; choose one of: "
-      f"{', '.join(EXPERIMENTS + COMPARISONS + STUDIES)}"
+      f"unknown --exp={args.exp!r}{_suggest(args.exp, names)} "
+      f"Choose one of: {', '.join(names)}"
     )
   if (args.exp in STUDIES) != (args.base is not None):
     parser.error("--base goes with --exp=sensitivity, and only with it")
-  if args.exp in STUDIES:
-    if args.base not in STUDY_BASES:
-      parser.error(f"--base must be one of {', '.join(STUDY_BASES)}")
-    args.seeds = 10 if args.seeds is None else args.seeds
-    if not 1 <= args.seeds <= 1000 or "seed" in overrides or args.model != "vaells":
-      parser.error("a study trains VAELLS on seeds 0..N-1: use --seeds=N in [1, 1000]")
   if args.workdir is not None and not args.workdir.strip():
     parser.error("--workdir is empty; give a folder, or leave the flag out")
   exp = args.exp.removeprefix("compare_")
   if args.data_dir is not None and exp not in DIGITS:
     parser.error(f"--data-dir applies to {', '.join(DIGITS)} only, not {exp}")
-  if args.exp in COMPARISONS:
-    args.seeds = 3 if args.seeds is None else args.seeds
+  if args.exp in COMPARISONS + STUDIES:
+    args.seeds = (
+      (3 if args.exp in COMPARISONS else 10) if args.seeds is None else args.seeds
+    )
     if not 1 <= args.seeds <= 1000:
       parser.error(f"--seeds must be >= 1 and <= 1000, got {args.seeds}")
     if args.model != "vaells" or "model" in overrides:
-      parser.error("a comparison trains every model; leave out --model")
+      parser.error(f"{args.exp} chooses its models; leave out --model")
     if "seed" in overrides:
-      parser.error("a comparison runs seeds 0..N-1; use --seeds=N, not --config.seed")
+      parser.error(f"{args.exp} runs seeds 0..N-1; use --seeds=N, not --config.seed")
     if args.resume:
-      parser.error("a comparison resumes by itself: run the same command again")
+      parser.error(f"{args.exp} resumes by itself: run the same command again")
   elif "model" in overrides:
     parser.error("choose the model with --model, not --config.model")
-  elif args.seeds is not None and args.exp not in STUDIES:
-    parser.error("--seeds applies to comparisons and studies only; use --config.seed=S")
+  elif args.seeds is not None:
+    parser.error(
+      "--seeds applies to comparisons and the study only; use --config.seed=S"
+    )
   return args, overrides
 
 
@@ -166,13 +249,11 @@ def compare(args, config, workdir) -> int:
 
 def sensitivity(args, config, workdir) -> int:
   """The population study on seeds 0..N-1 (vaells_jax.runs.sensitivity)."""
-  import dataclasses
-
   from vaells_jax.runs.sensitivity import population_study  # slow imports (jax)
 
   if config.population == 1:
     config = dataclasses.replace(config, population=STUDY_POPULATION)
-  summary = population_study(
+  population_study(
     config,
     lambda c: make_data(args.base, c, None),
     range(args.seeds),
@@ -180,18 +261,38 @@ def sensitivity(args, config, workdir) -> int:
     log=lambda line: print(line, flush=True),
   )
   print((workdir / "sensitivity.md").read_text())
-  return 0 if summary else 1
+  return 0
 
 
 def _interrupted(error, flags) -> int:
   """Reports a run stopped by SIGTERM/SIGINT; returns 128 + the signal number."""
   command = shlex.join(["python", "experiments/run.py", *flags, "--resume"])
-  print(
-    f"{error}; resume with: {command}",
-    file=sys.stderr,
-    flush=True,
-  )
+  print(f"{error}; resume with: {command}", file=sys.stderr, flush=True)
   return 128 + error.signum
+
+
+def _number(value) -> str:
+  """A summary value for a log line: 4 significant digits, not 16."""
+  if isinstance(value, float):
+    return f"{value:.4g}"
+  return str(value)
+
+
+def _compilation_cache() -> None:
+  """Keeps compiled programs on disk, so a second run skips compiling.
+
+  ``JAX_COMPILATION_CACHE_DIR`` picks the folder (default
+  ``~/.cache/vaells_jax/jax``); ``VAELLS_NO_CACHE=1`` turns it off.
+  """
+  if os.environ.get("VAELLS_NO_CACHE"):
+    return
+  import jax
+
+  folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
+    os.path.expanduser("~"), ".cache", "vaells_jax", "jax"
+  )
+  jax.config.update("jax_compilation_cache_dir", folder)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 def main(argv=None) -> int:
@@ -206,9 +307,7 @@ def _main(argv=None) -> int:
   if hasattr(signal, "SIGXFSZ"):  # a file size limit: an error, not a crash
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
   args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
-  exp = args.exp[len("compare_") :] if args.exp in COMPARISONS else args.exp
-  if args.exp in STUDIES:
-    exp = args.base
+  exp = args.base if args.exp in STUDIES else args.exp.removeprefix("compare_")
   suffix = "" if args.model == "vaells" else f"_{args.model}"
   name = f"sensitivity_{args.base}" if args.exp in STUDIES else args.exp
   workdir = pathlib.Path(args.workdir or ROOT / "runs" / f"{name}{suffix}")
@@ -225,12 +324,13 @@ def _main(argv=None) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  _compilation_cache()
   if args.exp in COMPARISONS:
     return compare(args, config, workdir)
   if args.exp in STUDIES:
     return sensitivity(args, config, workdir)
   from vaells_jax.data.mnist import MnistUnavailable
-  from vaells_jax.runs.runner import (
+  from vaells_jax.runs.runner import (  # slow imports (jax)
     TrainingDiverged,
     TrainingInterrupted,
     train_and_evaluate,
@@ -251,15 +351,19 @@ def _main(argv=None) -> int:
     f"{args.exp} ({config.model}): {config.num_steps} steps, workdir {workdir}",
     flush=True,
   )
+  from vaells_jax.runs.progress import Progress
+
   try:
-    _, summary = train_and_evaluate(
-      config,
-      data,
-      workdir,
-      log=lambda line: print(line, flush=True),
-      resume=args.resume,
-      overwrite=args.overwrite,
-    )
+    with Progress() as progress:
+      _, summary = train_and_evaluate(
+        config,
+        data,
+        workdir,
+        log=progress.log,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=progress.step,
+      )
   except ValueError as e:  # CheckpointError, a workdir in use, a bad log
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -276,6 +380,9 @@ def _main(argv=None) -> int:
   keys = (
     "steps",
     "wall_time_s",
+    "compile_time_s",
+    "train_time_s",
+    "eval_time_s",
     "psi_rejected_steps",
     "knn_class_accuracy",
     "sample_manifold_distance",
@@ -292,9 +399,11 @@ def _main(argv=None) -> int:
     "class_consistency",
     "classifier_test_accuracy",
   )
+  doubtful = summary.get("not_meaningful", ())
   for key in keys:
     if key in summary:
-      print(f"{key}: {summary[key]}")
+      note = "  (not meaningful: Psi was never trained)" if key in doubtful else ""
+      print(f"{key}: {_number(summary[key])}{note}")
   print(f"summary: {workdir / 'summary.md'}")
   return 0
 

@@ -1,9 +1,9 @@
 """Rotated / natural MNIST: data sets, the conv step with rotations, the image
-report's measurements, and smoke runs of both experiments on shared digits."""
+report's measurements, and smoke runs of both experiments on real digits
+(``conftest.mnist_dir``: the committed 1 000, or VAELLS_MNIST_DIR's)."""
 
 import dataclasses
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import mnist_dir
 
 from vaells_jax.config import Config
 from vaells_jax.data import augment, mnist
@@ -21,18 +22,11 @@ from vaells_jax.runs.runner import train_and_evaluate
 from vaells_jax.training.step import init_state, make_train_step
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MNIST_DIR = pathlib.Path(
-  os.environ.get("VAELLS_MNIST_DIR", ROOT.parent / "shared" / "data" / "mnist")
-)
 
 
 @pytest.fixture(scope="module")
 def digits():
-  if not MNIST_DIR.is_dir():
-    pytest.fail(
-      f"The shared MNIST files are missing: {MNIST_DIR} (set VAELLS_MNIST_DIR)."
-    )
-  return mnist.load_mnist(MNIST_DIR)
+  return mnist.load_mnist(mnist_dir())
 
 
 def _small(data: mnist.MnistData, num_train=300, num_test=120):
@@ -264,7 +258,7 @@ def test_rot_mnist_command_line_smoke(tmp_path):
       str(ROOT / "experiments" / "run.py"),
       "--exp=rot_mnist",
       "--budget=cpu",
-      f"--data-dir={MNIST_DIR}",
+      f"--data-dir={mnist_dir()}",
       f"--workdir={workdir}",
       "--config.num_steps=4",
       "--config.warmup_steps=2",

@@ -37,6 +37,16 @@ __all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
 DATA_NAME = "dataset.npz"
 
 
+def _width(a, width: int, what: str) -> jax.Array:
+  """``a`` as an array whose last axis is ``width``, else a ValueError."""
+  a = jnp.asarray(a)
+  if a.ndim == 0 or a.shape[-1] != width:
+    raise ValueError(
+      f"{what} must be [..., {width}] (the model's width), got shape {a.shape}."
+    )
+  return a
+
+
 @dataclasses.dataclass
 class TrainedVAELLS:
   """A trained model.
@@ -71,11 +81,13 @@ class TrainedVAELLS:
 
   def encode(self, x):
     """``f(x) / latent_scale``: ``[..., D] -> [..., d]``."""
-    return self._model.encode(self.params, jnp.asarray(x))
+    x = _width(x, self.data.data_dim, "encode's input")
+    return self._model.encode(self.params, x)
 
   def decode(self, z):
     """``g(latent_scale * z)``: ``[..., d] -> [..., D]``."""
-    return self._model.decode(self.params, jnp.asarray(z))
+    z = _width(z, self.config.latent_dim, "decode's input")
+    return self._model.decode(self.params, z)
 
   @property
   def anchors_latent(self):
@@ -124,6 +136,14 @@ class TrainedVAELLS:
     turn is a local minimum away, so spread the restarts over the turns the
     path may take. ``t in [0, 1]`` interpolates, other ``t`` extrapolate.
     Returns ``[T, ..., d]``.
+
+    The solver is compiled for each new shape of ``z0`` (and restarts):
+    about 5-20 s on a CPU the first time, milliseconds after. To avoid a
+    compile per batch size, call it with one fixed batch size (pad the
+    pairs, slice the result); the random restart starts are drawn for the
+    whole batch, so padded pairs' paths may differ from unpadded ones within
+    the solver's tolerance. ``encode``/``decode`` likewise compile per shape
+    (fast: a second or less).
     """
     key = jax.random.PRNGKey(0) if key is None else key
     z0, z1 = jnp.asarray(z0), jnp.asarray(z1)
@@ -184,11 +204,14 @@ class TrainedBaseline:
 
   def encode(self, x):
     """The posterior's mean (direction): ``[..., D] -> [..., d]``."""
-    return self.baseline.encode(self.params, jnp.asarray(x))[0]
+    x = _width(x, self.data.data_dim, "encode's input")
+    return self.baseline.encode(self.params, x)[0]
 
   def decode(self, z):
     """``g(z)``: ``[..., d] -> [..., D]``."""
-    return self.baseline.decode(self.params, jnp.asarray(z))
+    return self.baseline.decode(
+      self.params, _width(z, self.config.latent_dim, "decode's input")
+    )
 
   def sample_prior(self, key, n, label=None):
     """``n`` samples of ``p(z)``, ``[n, d]``; the baselines' prior has no classes."""

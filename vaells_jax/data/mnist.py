@@ -1,15 +1,18 @@
 """MNIST digits for the rotated / natural MNIST experiments.
 
-Two sources:
+Get the files once with ``python -m vaells_jax.data.mnist download DIR``
+(:mod:`vaells_jax.data.download`: the standard mirrors, SHA-256 checked), then
+read them with ``load_mnist(DIR)`` / ``--data-dir=DIR``. Two sources:
 
 * A directory of the standard IDX files (``train-images-idx3-ubyte``,
   ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``,
   ``t10k-labels-idx1-ubyte``, each raw or gzipped). With all four files the
   split is the paper's: the first 50 000 training digits train, the last
   10 000 validate and the official 10 000 test digits test. With the ``t10k``
-  files alone (all that ``shared/data/mnist`` holds) the 10 000 test digits are
+  files alone the 10 000 test digits are
   split by a fixed permutation into 8 000 train / 1 000 validation / 1 000 test.
-* ``tensorflow-datasets`` (``data_dir=None``), read through
+* ``tensorflow-datasets`` (``data_dir=None``; the optional extra
+  ``pip install -e ".[tfds]"``), read through
   ``tfds.data_source`` so that reading needs no TensorFlow. Its ``"train"``
   split is cut 50 000 / 10 000 and ``"test"`` is the test set. Note: tfds
   4.9 needs TensorFlow to *prepare* MNIST the first time (its builder reads
@@ -60,11 +63,10 @@ _IDX_TYPES = {
 _GZIP_MAGIC = b"\x1f\x8b"
 _DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where tfds fetches MNIST
 _ADVICE = (
-  "Either connect to the internet (tensorflow-datasets then downloads MNIST "
-  "once), or pass --data-dir=DIR (data_dir=DIR) naming a directory with the "
-  f"standard IDX files ({TRAIN_IMAGES}, {TRAIN_LABELS}, {TEST_IMAGES}, "
-  f"{TEST_LABELS}, raw or .gz), e.g. ../shared/data/mnist, which holds the "
-  "10 000-digit test set."
+  "Download MNIST once with `python -m vaells_jax.data.mnist download DIR`, "
+  "then pass --data-dir=DIR (data_dir=DIR): a directory with the standard IDX "
+  f"files ({TRAIN_IMAGES}, {TRAIN_LABELS}, {TEST_IMAGES}, {TEST_LABELS}, raw "
+  "or .gz)."
 )
 
 
@@ -327,8 +329,8 @@ def _load_tfds() -> MnistData:
     import tensorflow_datasets as tfds
   except ImportError as e:
     raise MnistUnavailable(
-      "tensorflow-datasets is not installed (pip install tensorflow-datasets). "
-      + _ADVICE
+      "no --data-dir given, and tensorflow-datasets (the optional source: pip "
+      'install -e ".[tfds]") is not installed. ' + _ADVICE
     ) from e
   try:
     prepared = tfds.builder("mnist").is_prepared()
@@ -438,3 +440,11 @@ def digits_experiment(
     manifold_labels=None,
     name=name,
   )
+
+
+if __name__ == "__main__":  # python -m vaells_jax.data.mnist download DIR
+  import sys
+
+  from vaells_jax.data.download import main
+
+  sys.exit(main())

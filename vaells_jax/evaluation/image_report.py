@@ -68,7 +68,7 @@ def _chunked(fn, x, size=CHUNK):
   )
 
 
-def evaluate_and_report(trained, workdir, summary) -> dict:
+def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   """Computes the image metrics, writes the figures and ``summary.md``.
 
   Args:
@@ -78,7 +78,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     summary: training facts to include in ``summary.md``.
 
   Returns:
-    The metrics.
+    The metrics. (``log``, unused: the image report draws few figures.)
   """
   if trained.psi is None:
     return _baseline_report(trained, workdir, summary)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -192,7 +193,7 @@ def learned_structure(trained, key) -> dict:
   }
 
 
-def evaluate_and_report(trained, workdir, summary) -> dict:
+def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
 
   ``trained`` is a :class:`~vaells_jax.api.TrainedVAELLS` or a
@@ -201,9 +202,12 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
   (:meth:`~vaells_jax.api.TrainedBaseline.infer_path`) and the orbit, contour
   and magnitude outputs are left out.
 
+  ``log`` (optional) receives one line per phase and figure.
+
   Returns:
     The metrics (also merged into ``summary.md`` with ``summary``).
   """
+  log = log or (lambda _: None)
   workdir = pathlib.Path(workdir)
   data, cfg = trained.data, trained.config
   rng = np.random.default_rng(cfg.seed)
@@ -242,6 +246,10 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     metrics["sample_manifold_distance"] = evaluation.manifold_distance(
       decoded, data.manifold, data.noise_std
     )
+    # The reference: the noisy test data's own distance, in the same units.
+    metrics["data_manifold_distance"] = evaluation.manifold_distance(
+      np.asarray(data.x_test), data.manifold, data.noise_std
+    )
 
   orbits = magnitudes = traversals = None
   if operators:
@@ -257,6 +265,7 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
         trained, anchors, strongest, max_norm
       )
 
+  log(f"paths between {NUM_PATHS} test pairs ...")
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
   restarts = spread_restarts(trained.psi) if operators else (None, None)
@@ -293,24 +302,45 @@ def evaluate_and_report(trained, workdir, summary) -> dict:
     metrics["operator_magnitudes"] = magnitudes.tolist()
 
   if latents.shape[-1] == 2:
-    _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes)
+    figures = _figures(
+      workdir, trained, latents, anchors, prior, orbits, paths, magnitudes
+    )
     if traversals is not None:
-      plotting.plot_orbits(
-        workdir / "orbit_traversal.png",
-        latents,
-        traversals,
-        title=f"longest orbit along the true curve: coverage "
-        f"{metrics['orbit_coverage']:.2f}",
+      figures.append(
+        lambda: plotting.plot_orbits(
+          workdir / "orbit_traversal.png",
+          latents,
+          traversals,
+          title=f"longest orbit along the true curve: coverage "
+          f"{metrics['orbit_coverage']:.2f}",
+        )
       )
+    for k, draw in enumerate(figures, 1):
+      log(f"drawing figure {k}/{len(figures)} ...")
+      draw()
   write_markdown(workdir, {**summary, **metrics}, cfg)
   return metrics
 
 
+class _Later:
+  """Records ``plotting.fn(*args)`` calls as thunks in ``figures``."""
+
+  def __init__(self, figures: list):
+    self.figures = figures
+
+  def __getattr__(self, name):
+    fn = getattr(plotting, name)
+    return lambda *args, **kwargs: self.figures.append(lambda: fn(*args, **kwargs))
+
+
 def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes):
+  """The figures of a 2-d latent space, as thunks to draw one by one."""
+  figures = []
+  later = _Later(figures)
   data = trained.data
   flat = anchors.reshape(-1, 2)
   name = "VAELLS" if trained.config.model == "vaells" else trained.config.model
-  plotting.plot_latent_embedding(
+  later.plot_latent_embedding(
     workdir / "latent_by_class.png",
     latents,
     data.labels_test,
@@ -319,12 +349,12 @@ def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitude
     "class",
   )
   if data.has_ground_truth:
-    plotting.plot_ground_truth(
+    later.plot_ground_truth(
       workdir / "ground_truth.png",
       data.pos_test,
       data.labels_test if data.num_classes > 1 else data.t_test,
     )
-    plotting.plot_latent_embedding(
+    later.plot_latent_embedding(
       workdir / "latent_by_position.png",
       latents,
       data.t_test,
@@ -333,22 +363,22 @@ def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitude
       "curve parameter",
     )
   if orbits is None:
-    plotting.plot_prior_samples(
+    later.plot_prior_samples(
       workdir / "prior_samples.png", latents, prior, flat, f"{name} prior samples"
     )
-    plotting.plot_paths(
+    later.plot_paths(
       workdir / "paths.png",
       latents,
       paths,
       f"{name} paths (solid) vs straight lines (dashed)",
     )
-    return
-  plotting.plot_prior_samples(workdir / "prior_samples.png", latents, prior, flat)
-  plotting.plot_paths(workdir / "paths.png", latents, paths)
-  plotting.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
+    return figures
+  later.plot_prior_samples(workdir / "prior_samples.png", latents, prior, flat)
+  later.plot_paths(workdir / "paths.png", latents, paths)
+  later.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
   center = latents[0]
   gx, gy, data_term, coeff_term = _posterior_contour(trained, center, latents)
-  plotting.plot_posterior_contour(
+  later.plot_posterior_contour(
     workdir / "posterior_contour.png",
     gx,
     gy,
@@ -358,7 +388,8 @@ def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitude
     center,
     latents,
   )
-  plotting.plot_operator_magnitudes(workdir / "operator_magnitudes.png", magnitudes)
+  later.plot_operator_magnitudes(workdir / "operator_magnitudes.png", magnitudes)
+  return figures
 
 
 FIGURES = (
@@ -378,15 +409,72 @@ FIGURES = (
 )
 
 
+# metric -> (which direction is better, the reference it is read against;
+# "{key}" is filled from the run's own numbers).
+METRIC_GUIDE = {
+  "knn_class_accuracy": ("higher", "1 = classes separated; chance = 1 / classes"),
+  "mse": ("lower", "synthetic: the data noise variance; natural MNIST goal <= 0.03"),
+  "log_likelihood": ("higher", ">= elbo"),
+  "elbo": ("higher", "<= log_likelihood"),
+  "sample_manifold_distance": ("lower", "the noisy data: {data_manifold_distance}"),
+  "data_manifold_distance": ("-", "noise floor of sample_manifold_distance"),
+  "orbit_manifold_distance": ("lower", "in spacings of the encodings"),
+  "orbit_coverage": ("higher", "1 = an orbit traverses the whole true curve"),
+  "path_manifold_distance": (
+    "lower",
+    "straight lines: {linear_path_manifold_distance}",
+  ),
+  "linear_path_manifold_distance": ("-", "reference of path_manifold_distance"),
+  "path_endpoint_error": ("lower", "0 = paths reach their endpoints"),
+  "rotation_span_degrees": (
+    "higher",
+    "goal >= 180; encoder allows {reference_rotation_span_degrees}",
+  ),
+  "rotation_span_degrees_best": ("higher", "goal >= 180"),
+  "rotation_spearman": ("higher", "1 = angle rises monotonically along the path"),
+  "reference_cosine": ("higher", "1 = the operator fitted to the encoder's orbits"),
+  "class_consistency": ("higher", "classifier accuracy {classifier_test_accuracy}"),
+  "classifier_test_accuracy": ("higher", "reference of class_consistency"),
+  "psi_rejected_steps": ("-", "Psi steps refused by the accept/reject rule"),
+  "net_skipped_steps": ("lower", "non-finite steps skipped; 0 expected"),
+}
+
+
+def _cell(value) -> str:
+  if isinstance(value, float):
+    return f"{value:.4g}"
+  if isinstance(value, list):
+    return ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in value)
+  return str(value)
+
+
 def write_markdown(workdir, numbers, cfg, figures=FIGURES):
-  """Writes ``summary.md``: the numbers as a table, then the figures present."""
-  lines = ["# VAELLS run summary", "", "| metric | value |", "|---|---|"]
+  """Writes ``summary.md``: the numbers as a table, then the figures present.
+
+  Each metric says which direction is better and what it is read against
+  (:data:`METRIC_GUIDE`); those in ``numbers["not_meaningful"]`` are marked.
+  """
+  doubtful = set(numbers.get("not_meaningful", ()))
+  lines = ["# VAELLS run summary", ""]
+  if doubtful:
+    lines += [
+      "**The run ended before Psi learning started: the metrics marked "
+      "_not meaningful_ measure the operators' random start.**",
+      "",
+    ]
+  lines += ["| metric | value | better | reference |", "|---|---|---|---|"]
   for key, value in numbers.items():
-    if isinstance(value, float):
-      value = f"{value:.4g}"
-    elif isinstance(value, list):
-      value = ", ".join(f"{v:.3g}" for v in value)
-    lines.append(f"| {key} | {value} |")
+    if key == "not_meaningful":
+      continue
+    better, reference = METRIC_GUIDE.get(key, ("", ""))
+    try:
+      reference = reference.format(
+        **{k: _cell(v) for k, v in numbers.items() if not isinstance(v, list)}
+      )
+    except KeyError:  # drop the part that quotes a number this run lacks
+      reference = re.sub(r"[;:]?[^;:]*\{[^}]*\}", "", reference).strip()
+    value = _cell(value) + (" (_not meaningful_)" if key in doubtful else "")
+    lines.append(f"| {key} | {value} | {better} | {reference} |")
   lines += [
     "",
     f"Config: steps={cfg.num_steps}, batch={cfg.batch_size}, "

@@ -36,26 +36,67 @@ from vaells_jax.training.loop import (
   check_data,
   run_identity,
 )
+from vaells_jax.training.step import first_psi_step
 
 __all__ = [
+  "STRUCTURE_METRICS",
   "TrainingDiverged",
   "TrainingInterrupted",
   "WorkdirInUse",
   "check_data",
+  "short_run_warning",
   "train",
   "train_and_evaluate",
   "validate_run",
 ]
 
+# Metrics that measure the learned operators Psi (orbits, paths, samples moved
+# along them, rotations): without a single Psi step they measure Psi's random
+# start, so a run that ends before Psi learning lists them in
+# summary["not_meaningful"] (and summary.md says so).
+STRUCTURE_METRICS = (
+  "sample_manifold_distance",
+  "orbit_manifold_distance",
+  "orbit_coverage",
+  "path_manifold_distance",
+  "path_endpoint_error",
+  "operator_magnitudes",
+  "rotation_span_degrees",
+  "rotation_span_degrees_best",
+  "rotation_spearman",
+  "reference_cosine",
+)
+
+
+def short_run_warning(config: Config) -> str | None:
+  """A warning if VAELLS's run ends before its first ``Psi`` step, else None."""
+  first = first_psi_step(config)
+  if config.model != "vaells" or config.num_steps > first:
+    return None
+  return (
+    f"warning: config.num_steps={config.num_steps} ends before Psi learning "
+    f"starts (step {first}: config.warmup_steps={config.warmup_steps}"
+    + (f" + net_steps={config.net_steps}" if config.alternate else "")
+    + "); the operators stay at their random start and the structure metrics "
+    "(orbits, paths, rotations) are marked not meaningful."
+  )
+
 
 def train(
-  config: Config, data: SyntheticData, workdir, log=print, resume: bool = False
+  config: Config,
+  data: SyntheticData,
+  workdir,
+  log=print,
+  resume: bool = False,
+  progress=None,
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train`), or a
   population of VAELLS members and its best (``config.population > 1``,
   :func:`vaells_jax.training.population.train`)."""
   if config.population > 1:
-    return population.train(config, data, workdir, log=log, resume=resume)
+    return population.train(
+      config, data, workdir, log=log, resume=resume, progress=progress
+    )
   entry = MODELS[config.model]
   return loop.train(
     config,
@@ -65,6 +106,7 @@ def train(
     make_step=entry.make_step,
     log=log,
     resume=resume,
+    progress=progress,
   )
 
 
@@ -86,7 +128,8 @@ def validate_run(
   """
   check_data(config, data)
   workdir = check_workdir(workdir)
-  steps = saved_steps(workdir) or saved_steps(workdir / population.POPULATION_DIR)
+  steps = saved_steps(workdir)
+  population_steps = saved_steps(workdir / population.POPULATION_DIR)
   if resume:
     if not (workdir / CONFIG_NAME).exists():
       raise ValueError(
@@ -118,11 +161,12 @@ def validate_run(
       verify_checkpoint(
         workdir, (checkpoint_steps(workdir) or steps)[-1], run_identity(config, data)
       )
-  elif steps and not overwrite:
+  elif (steps or population_steps) and not overwrite:
     raise ValueError(
       f"{workdir} already holds a run (checkpoints at steps "
-      f"{steps}); resume it, overwrite it, or choose another "
-      "workdir."
+      f"{steps or population_steps}); resume it "
+      "(--resume, resume=True), start it over (--overwrite, overwrite=True), or "
+      "choose another folder (--workdir=DIR)."
     )
 
 
@@ -133,6 +177,7 @@ def train_and_evaluate(
   log=print,
   resume: bool = False,
   overwrite: bool = False,
+  progress=None,
 ) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
   """Trains ``config.model`` (VAELLS or a baseline) and writes every output.
 
@@ -149,6 +194,7 @@ def train_and_evaluate(
       configuration and data must be the same).
     overwrite: start over in a ``workdir`` that already holds a run
       (its checkpoints are deleted); without it that is an error.
+    progress: called as ``progress(done, num_steps)`` after every step.
 
   Returns:
     ``(trained model, summary dict)``.
@@ -164,14 +210,21 @@ def train_and_evaluate(
   start = time.perf_counter()
   validate_run(config, data, workdir, resume, overwrite)
   workdir = pathlib.Path(workdir)
+  warning = short_run_warning(config)
+  if warning:
+    log(warning)
   workdir.mkdir(parents=True, exist_ok=True)
   with lock_workdir(workdir):
     # Again under the lock: another run may have written here meanwhile.
     validate_run(config, data, workdir, resume, overwrite)
-    return _train_and_evaluate(config, data, workdir, log, resume, overwrite, start)
+    return _train_and_evaluate(
+      config, data, workdir, log, resume, overwrite, start, progress, warning
+    )
 
 
-def _train_and_evaluate(config, data, workdir, log, resume, overwrite, start):
+def _train_and_evaluate(
+  config, data, workdir, log, resume, overwrite, start, progress, warning
+):
   """:func:`train_and_evaluate` once the workdir is validated and locked."""
   if overwrite and not resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
@@ -180,7 +233,7 @@ def _train_and_evaluate(config, data, workdir, log, resume, overwrite, start):
     workdir / CONFIG_NAME, json.dumps(dataclasses.asdict(config), indent=2)
   )
   save_synthetic(workdir / DATA_NAME, data)
-  state, info = train(config, data, workdir, log, resume=resume)
+  state, info = train(config, data, workdir, log, resume=resume, progress=progress)
   entry = MODELS[config.model]
   summary = {
     "model": config.model,
@@ -188,9 +241,18 @@ def _train_and_evaluate(config, data, workdir, log, resume, overwrite, start):
     "net_skipped_steps": int(state.net_skipped),
     **entry.summary(state),
   }
+  if warning:  # summary.md (written by the report) marks these
+    summary["not_meaningful"] = list(STRUCTURE_METRICS)
   trained = entry.trained(config, state, data)
   report = image_report if config.network == "conv" else synthetic_report
-  summary.update(report.evaluate_and_report(trained, workdir, summary))
+  log("evaluating ...")
+  evaluated = time.perf_counter()
+  metrics = report.evaluate_and_report(trained, workdir, summary, log=log)
+  summary.update(metrics)
+  if warning:
+    summary["not_meaningful"] = [k for k in STRUCTURE_METRICS if k in summary]
+  summary["eval_time_s"] = time.perf_counter() - evaluated
   summary["wall_time_s"] = time.perf_counter() - start
+  log(f"writing {workdir / 'summary.json'}")
   atomic_write_text(workdir / "summary.json", json.dumps(summary, indent=2))
   return trained, summary

@@ -222,7 +222,22 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
   }
 
 
-def _log_line(step, metrics, rate):
+def _duration(seconds: float) -> str:
+  """``seconds`` as ``42s``, ``3m05s`` or ``1h02m``."""
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f"{seconds}s"
+  if seconds < 3600:
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+  return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _log_line(step, metrics, rate, total):
+  eta = f"  eta {_duration((total - step) / rate)}" if rate > 0 else ""
+  return _metrics_text(step, metrics, rate) + f"  {100 * step / total:3.0f}%{eta}"
+
+
+def _metrics_text(step, metrics, rate):
   if isinstance(metrics["loss"], list):  # a population: one value per member
     return (
       f"step {step:6d}  population  loss "
@@ -354,6 +369,7 @@ def train(
   make_step: Callable[[Config, int, Any], Callable],
   log=print,
   resume: bool = False,
+  progress: Callable[[int, int], None] | None = None,
 ):
   """Trains, logging to ``workdir/metrics.jsonl`` and checkpointing.
 
@@ -374,9 +390,16 @@ def train(
   :class:`TrainingDiverged`, keeping its last checkpoint (none is written
   while steps are failing).
 
+  ``log`` receives the phases (lines ending in ``...``) and a line every
+  ``config.log_every`` steps with the rate, percentage and ETA;
+  ``progress(done, num_steps)``, if given, is called after every step (a
+  progress bar).
+
   Returns:
     ``(state, info)`` with ``info = {"steps", "train_time_s",
-    "compile_time_s", "resumed_from_step"}``.
+    "compile_time_s", "resumed_from_step"}``; ``train_time_s`` is the time
+    spent stepping after the first step, ``compile_time_s`` that first step
+    (compilation included), so their sum is the whole loop.
 
   Raises:
     ValueError: for data that do not fit ``config``, or a ``workdir`` that
@@ -399,6 +422,7 @@ def train(
     )
   workdir.mkdir(parents=True, exist_ok=True)
   identity = run_identity(config, data)
+  log(f"building the {config.model} model ...")
   key = jax.random.PRNGKey(config.seed)
   state = init(key, config, data)
   if found:
@@ -418,6 +442,8 @@ def train(
   x = np.asarray(data.x_train, np.float32)
   labels = np.asarray(data.labels_train, np.int32)
   step_key = jax.random.PRNGKey(config.seed + 1)
+  if first_step < config.num_steps:
+    log("compiling the training step (the first step; 10-60 s on a CPU) ...")
   start = last_time = time.perf_counter()
   compile_time, last_step = 0.0, first_step
   streak = None  # bad_streak of the previous step, read one step late
@@ -451,7 +477,13 @@ def train(
         jax.block_until_ready(state)
         compile_time = time.perf_counter() - start
         last_time = time.perf_counter()
+        log(
+          f"compiled in {compile_time:.1f} s; training steps {first_step + 1}.."
+          f"{config.num_steps} ..."
+        )
       done = step + 1
+      if progress is not None:
+        progress(done, config.num_steps)
       if done % config.log_every == 0 or done == config.num_steps:
         now = time.perf_counter()
         metrics = _window_means(window, metrics, done - max(last_step, first_step))
@@ -461,7 +493,7 @@ def train(
           json.dumps({"step": done, **metrics, "steps_per_s": rate}) + "\n"
         )
         metrics_file.flush()
-        log(_log_line(done, metrics, rate))
+        log(_log_line(done, metrics, rate, config.num_steps))
       if done == config.num_steps:
         # Failed steps change no parameters, so the final state is kept as is.
         if int(np.min(state.bad_streak)):
@@ -481,7 +513,7 @@ def train(
           save_checkpoint(workdir, state, identity)
         else:
           log(f"step {done}: checkpoint skipped while steps are failing")
-  train_time = time.perf_counter() - start
+  train_time = time.perf_counter() - start - compile_time
   return state, {
     "steps": config.num_steps,
     "train_time_s": train_time,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
 
 import jax
@@ -22,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.config import Config
+from vaells_jax.data.files import atomic_write_text
 from vaells_jax.data.synthetic import SyntheticData
 from vaells_jax.models.vaells import Model
 from vaells_jax.training import loop
@@ -247,7 +247,15 @@ def select(signals: dict, name: str) -> tuple[int, str]:
   return best, f"member {best} has the {better} {name} ({values})"
 
 
-def train(config: Config, data: SyntheticData, workdir, *, log=print, resume=False):
+def train(
+  config: Config,
+  data: SyntheticData,
+  workdir,
+  *,
+  log=print,
+  resume=False,
+  progress=None,
+):
   """Trains a population, keeps the best member and trains it to the end.
 
   Phase 1 trains all members to :func:`selection_step` in
@@ -279,6 +287,7 @@ def train(config: Config, data: SyntheticData, workdir, *, log=print, resume=Fal
       make_step=lambda *_: pop_step,
       log=log,
       resume=resume,
+      progress=progress,
     )
     signals = selection_signals(pop_state, config, data, pop_step)
     winner, reason = select(signals, config.select_signal)
@@ -291,7 +300,7 @@ def train(config: Config, data: SyntheticData, workdir, *, log=print, resume=Fal
       "train_time_s": pop_info["train_time_s"],
       "compile_time_s": pop_info["compile_time_s"],
     }
-    _write_json(selection_path, selection)
+    atomic_write_text(selection_path, json.dumps(selection, indent=2))
     log(f"selected {reason}")
   selection = json.loads(selection_path.read_text())
 
@@ -307,6 +316,7 @@ def train(config: Config, data: SyntheticData, workdir, *, log=print, resume=Fal
     make_step=lambda cfg, dim, mesh: make_train_step(Model.create(cfg, dim), mesh),
     log=log,
     resume=resume,
+    progress=progress,
   )
   info = {
     **info,
@@ -315,13 +325,3 @@ def train(config: Config, data: SyntheticData, workdir, *, log=print, resume=Fal
     "population": {k_: v for k_, v in selection.items() if k_ != "train_time_s"},
   }
   return state, info
-
-
-def _write_json(path: pathlib.Path, value) -> None:
-  """Writes ``value`` as JSON atomically (temporary file, fsync, rename)."""
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(value, f, indent=2)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)

@@ -115,6 +115,12 @@ def phase_of(step, config: Config) -> Phase:
   )
 
 
+def first_psi_step(config: Config) -> int:
+  """The first step that updates ``Psi`` (:func:`phase_of`): after the warm-up,
+  and with ``alternate`` after the first ``net_steps`` network steps."""
+  return config.warmup_steps + (config.net_steps if config.alternate else 0)
+
+
 def init_state(
   key, config: Config, anchors, data_dim: int, member: int = 0
 ) -> TrainState:
