@@ -153,9 +153,9 @@ def test_bad_config_flags_exit_2_and_write_nothing(tmp_path, capsys, flags, mess
 @pytest.mark.parametrize(
   "flags, message",
   [
-    (["--seed=5"], "unrecognised argument '--seed=5'"),  # not --seeds
-    (["--seeds=-3"], "--seeds applies to comparisons only"),
-    (["--seeds=2"], "--seeds applies to comparisons only"),
+    (["--seed=5"], "unrecognised argument '--seed'; did you mean '--seeds'"),
+    (["--seeds=-3"], "--seeds applies to comparisons and the study only"),
+    (["--seeds=2"], "--seeds applies to comparisons and the study only"),
     (["--workdir="], "--workdir is empty"),
     (["--data-dir=/tmp"], "--data-dir applies to rot_mnist, nat_mnist only"),
     (["--exp=compare_concentric", "--seeds=-3"], "--seeds must be >= 1 and <= 1000"),

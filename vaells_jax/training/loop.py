@@ -205,7 +205,10 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
   """What a checkpoint records of its run: the config and a digest of the data.
 
   ``{"config": {field: value, ...}, "data_sha256": hex}`` as JSON values;
-  the digest covers the training points, labels and anchors.
+  the digest covers the training points, labels and anchors. The config
+  leaves out the fields that do not change the state at a given step
+  (:data:`_NOT_IDENTITY`: the run's length and how often it logs and
+  checkpoints), so a run can be resumed to train longer.
   """
   digest = hashlib.sha256()
   for array, dtype in (
@@ -216,10 +219,13 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
     array = np.ascontiguousarray(array, dtype)
     digest.update(repr(array.shape).encode())
     digest.update(array.tobytes())
-  return {
-    "config": json.loads(json.dumps(dataclasses.asdict(config))),
-    "data_sha256": digest.hexdigest(),
+  fields = {
+    k: v for k, v in dataclasses.asdict(config).items() if k not in _NOT_IDENTITY
   }
+  return {"config": json.loads(json.dumps(fields)), "data_sha256": digest.hexdigest()}
+
+
+_NOT_IDENTITY = ("num_steps", "log_every", "checkpoint_every")
 
 
 def _duration(seconds: float) -> str:

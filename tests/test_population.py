@@ -1,0 +1,204 @@
+"""Population training: the batched step, member 0, selection, the study."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vaells_jax import api
+from vaells_jax.config import Config
+from vaells_jax.data.synthetic import make_concentric
+from vaells_jax.runs.runner import train_and_evaluate
+from vaells_jax.runs.sensitivity import auc, summarise_study
+from vaells_jax.training import population
+from vaells_jax.training.step import init_state
+
+DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
+SMALL = Config(
+  num_steps=8,
+  batch_size=8,
+  hidden=(16,),
+  num_ops=2,
+  inference_max_iter=10,
+  log_every=4,
+  checkpoint_every=100,
+  population=3,
+  select_at=0.5,
+  eval_ll_points=4,
+  eval_ll_samples=2,
+)
+BATCH = {
+  "x": jnp.asarray(DATA.x_train[:8], jnp.float32),
+  "label": jnp.asarray(DATA.labels_train[:8]),
+}
+
+
+def test_member_0_is_the_single_run_and_members_differ_in_the_dictionary():
+  key = jax.random.PRNGKey(0)
+  pop = population.init_population(key, SMALL, DATA)
+  single = init_state(key, SMALL, DATA.anchors, DATA.data_dim)
+  chex.assert_trees_all_equal(population.member(pop, 0), single)
+  for k in (1, 2):
+    other = population.member(pop, k)
+    same = {n: v for n, v in other.params.items() if n != "psi"}
+    chex.assert_trees_all_equal(
+      same, {n: v for n, v in single.params.items() if n != "psi"}
+    )
+    assert not np.array_equal(other.psi, single.psi)
+  every = dataclasses.replace(SMALL, population_init="all")
+  other = population.member(population.init_population(key, every, DATA), 1)
+  assert not np.array_equal(
+    other.params["encoder"]["Dense_0"]["kernel"],
+    single.params["encoder"]["Dense_0"]["kernel"],
+  )
+
+
+@pytest.mark.parametrize("vectorize", [True, False])
+def test_population_step_equals_each_member_stepped_alone(vectorize):
+  # Same batch and key for every member; rtol 1e-5 / atol 1e-6 covers the
+  # rounding of the batched arithmetic (the map is exact in practice).
+  config = dataclasses.replace(SMALL, warmup_steps=0)
+  pop = population.init_population(jax.random.PRNGKey(0), config, DATA)
+  step = population.make_population_step(config, DATA.data_dim, vectorize=vectorize)
+  single = api.MODELS["vaells"].make_step(config, DATA.data_dim, None)
+  key = jax.random.PRNGKey(5)
+  new_pop, metrics = step(pop, BATCH, key)
+  new_pop, metrics = step(new_pop, BATCH, jax.random.fold_in(key, 1))
+  assert int(new_pop.step) == 2
+  for k in range(config.population):
+    alone = population.member(pop, k)
+    alone, alone_metrics = single(alone, BATCH, key)
+    alone, alone_metrics = single(alone, BATCH, jax.random.fold_in(key, 1))
+    chex.assert_trees_all_close(
+      population.member(new_pop, k), alone, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(metrics["loss"][k], alone_metrics["loss"], rtol=1e-5)
+
+
+def _circle_codes(n=60):
+  t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+  ring = np.stack([np.cos(t), np.sin(t)], axis=1)
+  return np.concatenate([0.5 * ring, ring]), np.repeat([0, 1], n)
+
+
+def test_latent_coverage_tells_a_rotation_from_other_operators():
+  codes, labels = _circle_codes()
+  rotation = np.asarray([[[0.0, -1.0], [1.0, 0.0]]])
+  scaling = np.asarray([[[0.3, 0.0], [0.0, 0.3]]])
+  shear = np.asarray([[[0.0, 1.0], [0.0, 0.0]]])
+  assert population.latent_coverage(codes, labels, rotation) == 1.0
+  assert population.latent_coverage(codes, labels, scaling) < 0.1
+  assert population.latent_coverage(codes, labels, shear) < 0.2
+  assert population.latent_coverage(codes, labels, np.full((1, 2, 2), np.nan)) == 0.0
+
+
+def test_selection_picks_what_the_signal_names():
+  signals = {
+    "latent_coverage": [0.2, 0.9, 0.9, float("nan")],
+    "psi_rejected": [3.0, 9.0, 1.0, 0.0],
+    "loss": [-1.0, -0.5, -0.7, -3.0],
+    "log_p": [0.0, 1.0, 2.0, 3.0],
+  }
+  assert population.select(signals, "latent_coverage")[0] == 2  # tie: lower loss
+  assert population.select(signals, "psi_rejected")[0] == 3
+  assert population.select(signals, "loss")[0] == 3
+  assert population.select(signals, "log_p")[0] == 3
+  best, reason = population.select(signals, "latent_coverage")
+  assert "member 2" in reason and "highest latent_coverage" in reason
+  dead = {k: [float("nan")] * 4 for k in signals}
+  assert population.select(dead, "loss")[0] == 0
+
+
+def test_auc_and_study_summary():
+  assert auc([3, 2, 1, 0], [True, True, False, False]) == 1.0
+  assert auc([0, 1], [True, False]) == 0.0
+  assert auc([1, 1], [True, False]) == 0.5
+  assert np.isnan(auc([1, 2], [True, True]))
+  members = lambda ok: [
+    {
+      "success": s,
+      "orbit_coverage": 1.0 * s,  # noqa: E731
+      "sample_manifold_distance": 5.0,
+    }
+    for s in ok
+  ]
+  signals = lambda cov: {
+    "latent_coverage": cov,
+    "psi_rejected": [1.0, 2.0],  # noqa: E731
+    "loss": [0.0, 0.0],
+    "log_p": [0.0, 0.0],
+  }
+  studies = [
+    {
+      "seed": 0,
+      "select_step": 2,
+      "signals": signals([0.9, 0.1]),
+      "members": members([True, False]),
+    },
+    {
+      "seed": 1,
+      "select_step": 2,
+      "signals": signals([0.1, 0.8]),
+      "members": members([False, True]),
+    },
+  ]
+  summary = summarise_study(studies)
+  assert summary["single_run_success_rate"] == 0.5
+  assert summary["member0_success_rate"] == 0.5
+  assert summary["oracle_success_rate"] == 1.0
+  assert summary["signals"]["latent_coverage"]["population_success_rate"] == 1.0
+  assert summary["signals"]["latent_coverage"]["auc"] == 1.0
+  assert summary["signals"]["psi_rejected"]["population_success_rate"] == 0.5
+
+
+def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
+  lines = []
+  trained, summary = train_and_evaluate(SMALL, DATA, tmp_path, log=lines.append)
+  selection = json.loads((tmp_path / "population" / "selection.json").read_text())
+  winner = selection["selected_member"]
+  assert summary["population"]["selected_member"] == winner
+  assert summary["population"]["select_step"] == 4
+  assert set(selection["signals"]) >= {"latent_coverage", "psi_rejected", "loss"}
+  assert all(len(v) == 3 for v in selection["signals"].values())
+  assert any(line.startswith("selected member") for line in lines)
+  first = json.loads(
+    (tmp_path / "population" / "metrics.jsonl").read_text().splitlines()[0]
+  )
+  assert len(first["loss"]) == 3  # one value per member
+  loaded = api.load(tmp_path)
+  chex.assert_trees_all_equal(loaded.params, trained.params)
+  assert int(summary["steps"]) == SMALL.num_steps
+
+
+def test_sensitivity_study_runs_end_to_end(tmp_path):
+  result = subprocess.run(
+    [
+      sys.executable,
+      "experiments/run.py",
+      "--exp=sensitivity",
+      "--base=concentric",
+      "--seeds=1",
+      f"--workdir={tmp_path}",
+      "--config.population=2",
+      "--config.num_steps=8",
+      "--config.hidden=(16,)",
+      "--config.inference_max_iter=5",
+      "--config.log_every=4",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "single run (every member)" in result.stdout
+  summary = json.loads((tmp_path / "sensitivity.json").read_text())
+  assert summary["population"] == 2 and summary["seeds"] == [0]
+  assert set(summary["signals"]) >= {"latent_coverage", "psi_rejected"}
+  assert (tmp_path / "population_orbits.png").stat().st_size > 0
