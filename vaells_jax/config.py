@@ -62,7 +62,7 @@ class Config:
   population: int = 1
   population_init: str = "dictionary"
   select_at: float = 0.25
-  select_signal: str = "psi_rejected"
+  select_signal: str = "latent_coverage"
   zeta1: float = 0.01  # reconstruction
   zeta2: float = 1.0  # posterior data term
   zeta3: float = 1.0  # posterior coefficient term (= 1/b)

@@ -1,0 +1,116 @@
+"""Time one population training step: members vmapped, mapped, or one alone.
+
+``python benchmarks/population_step.py --base=swiss_roll --population=4``
+
+Compares, on the experiment's data and config (dictionary draw from the
+seed), the jitted step of ``--population`` members with ``jax.vmap`` over the
+member axis, the same with ``jax.lax.map`` (the CPU default of
+``vaells_jax.training.population``), and the single-run step. Compile time is
+left out: each step is run ``--warmup`` times first, then timed over
+``--steps`` steps after ``block_until_ready``; the minimum of ``--repeats``
+timings is reported, in ms per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import pathlib
+import platform
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from experiments.run import make_data  # noqa: E402
+from vaells_jax import api  # noqa: E402
+from vaells_jax.training import population  # noqa: E402
+from vaells_jax.training.loop import batch_indices  # noqa: E402
+
+
+def _time(step, state, data, config, warmup, steps, repeats) -> float:
+  x = np.asarray(data.x_train, np.float32)
+  labels = np.asarray(data.labels_train, np.int32)
+  batches = [
+    {"x": x[i], "label": labels[i]}
+    for i in (
+      batch_indices(config.seed, s, len(x), config.batch_size)
+      for s in range(warmup + steps)
+    )
+  ]
+  key = jax.random.PRNGKey(0)
+  for s in range(warmup):
+    state, _ = step(state, batches[s], jax.random.fold_in(key, s))
+  jax.block_until_ready(state)
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    run = state
+    for s in range(warmup, warmup + steps):
+      run, _ = step(run, batches[s], jax.random.fold_in(key, s))
+    jax.block_until_ready(run)
+    best = min(best, (time.perf_counter() - start) / steps)
+  return 1000 * best
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument(
+    "--base", default="concentric", choices=("concentric", "swiss_roll")
+  )
+  parser.add_argument("--population", type=int, default=4)
+  parser.add_argument("--warmup", type=int, default=30)
+  parser.add_argument("--steps", type=int, default=50)
+  parser.add_argument("--repeats", type=int, default=3)
+  args = parser.parse_args(argv)
+  base = importlib.import_module(f"experiments.configs.{args.base}").get_config()
+  config = dataclasses.replace(base, population=args.population, psi_seed=-1)
+  data = make_data(args.base, config, None)
+  key = jax.random.PRNGKey(config.seed)
+  members = population.init_population(key, config, data)
+  single = api.MODELS["vaells"].init(key, config, data)
+  rows = {
+    "vmap": _time(
+      population.make_population_step(config, data.data_dim, vectorize=True),
+      members,
+      data,
+      config,
+      args.warmup,
+      args.steps,
+      args.repeats,
+    ),
+    "lax.map": _time(
+      population.make_population_step(config, data.data_dim, vectorize=False),
+      members,
+      data,
+      config,
+      args.warmup,
+      args.steps,
+      args.repeats,
+    ),
+    "single": _time(
+      api.MODELS["vaells"].make_step(config, data.data_dim, None),
+      single,
+      data,
+      config,
+      args.warmup,
+      args.steps,
+      args.repeats,
+    ),
+  }
+  print(
+    f"{args.base}, {args.population} members, {jax.devices()[0].platform} "
+    f"({platform.processor() or platform.machine()}), jax {jax.__version__}"
+  )
+  for name, ms in rows.items():
+    print(f"  {name:8s} {ms:8.1f} ms/step")
+  return rows
+
+
+if __name__ == "__main__":
+  main()
