@@ -394,8 +394,10 @@ def _main(argv=None) -> int:
     "log_likelihood",
     "elbo",
     "mse",
-    "rotation_span_degrees",
-    "rotation_spearman",
+    "rotation_gated_span_degrees",
+    "rotation_gated_span_quartiles",
+    "rotation_gate_level",
+    "ungated_rotation_rise_degrees",
     "class_consistency",
     "classifier_test_accuracy",
   )

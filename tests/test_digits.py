@@ -268,6 +268,7 @@ def test_rot_mnist_command_line_smoke(tmp_path):
       "--config.eval_ll_points=3",
       "--config.eval_ll_samples=2",
       "--config.log_every=2",
+      "--config.eval_rotation_digits=30",
     ],
     capture_output=True,
     text=True,
@@ -276,9 +277,19 @@ def test_rot_mnist_command_line_smoke(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   summary = json.loads((workdir / "summary.json").read_text())
   assert summary["steps"] == 4
-  assert 0 <= summary["rotation_span_degrees"] <= 360 * 2
+  assert summary["rotation_gated_digits"] == 30
+  q1, q3 = summary["rotation_gated_span_quartiles"]
+  assert 0 <= q1 <= summary["rotation_gated_span_degrees"] <= q3
+  assert len(summary["rotation_gated_span_per_class"]) == 10
+  for key in ("correlation_gate_only", "class_gate_only"):  # each gate alone
+    assert summary[f"rotation_{key}_span_degrees"] >= 0
+  assert 0 < summary["rotation_gate_level"] <= 1
+  assert summary["reference_rotation_gated_span_degrees"] >= 0
+  assert summary["ungated_rotation_rise_degrees"] >= 0
+  assert "rotation_span_degrees" not in summary
   assert 0 <= summary["reference_cosine"] <= 1
-  assert summary["reference_rotation_span_degrees"] >= 0
+  headline = (workdir / "summary.md").read_text()
+  assert "| rotation_gated_span_degrees |" in headline and "HEADLINE" in headline
   assert (workdir / "rotation_fidelity.png").exists()
 
 

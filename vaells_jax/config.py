@@ -109,6 +109,10 @@ class Config:
   # needs an inference per anchor: 100 x 100 took ~40 s on the swiss roll).
   eval_ll_points: int = 100
   eval_ll_samples: int = 20
+  # Rotated inputs: held-out digits whose operator paths the gated rotation
+  # span follows (vaells_jax.evaluation.rotation.GATED_DIGITS). Evaluation
+  # only: not part of a checkpoint's identity.
+  eval_rotation_digits: int = 200
   log_every: int = 100
   checkpoint_every: int = 1000
   # Consecutive steps with a non-finite loss before the run stops.
@@ -145,6 +149,7 @@ class Config:
       "max_bad_steps",
       "eval_ll_points",
       "eval_ll_samples",
+      "eval_rotation_digits",
       "num_pseudo",
       "baseline_zeta1",
     )
@@ -313,6 +318,7 @@ _INT_BOUNDS = {
   "rotation_anchors": 2**16,
   "eval_ll_points": 2**24,
   "eval_ll_samples": 2**20,
+  "eval_rotation_digits": 2**24,
   "log_every": _INT32,
   "checkpoint_every": _INT32,
   "max_bad_steps": _INT32,

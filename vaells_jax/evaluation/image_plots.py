@@ -93,29 +93,34 @@ def plot_operator_paths(path, frames, coeffs, title=""):
   return save_figure(fig, path)
 
 
-def plot_rotation_fidelity(path, coeffs, angles, spans):
-  """Angle of the best-matching rotated input along each operator path.
+def plot_rotation_fidelity(path, coeffs, angles, spans, kept):
+  """Angle of the best-matching rotated start frame along each operator path.
 
   Args:
     path: output PNG path.
     coeffs: ``[T]`` path coefficients.
-    angles: ``[K, T]`` unwrapped matched angles (degrees) of ``K`` inputs.
-    spans: ``[K]`` each path's longest monotonic rise, in degrees (legend).
+    angles: ``[K, T]`` unwrapped matched angles (degrees, 0 at ``t = 0``)
+      of ``K`` inputs.
+    spans: ``[K]`` each path's gated span, in degrees (legend).
+    kept: ``[K, T]`` the frames the gated span covers: drawn solid, the
+      others (frames that are no longer the rotated digit) dotted.
 
   Returns:
     The path written, a ``pathlib.Path``.
   """
-  angles = np.asarray(angles)
+  angles, kept = np.asarray(angles), np.asarray(kept, bool)
   fig, ax = plt.subplots(figsize=(PANEL + 1.5, PANEL))
   for k, (row, span) in enumerate(zip(angles, spans, strict=True)):
+    (line,) = ax.plot(coeffs, row, ":", alpha=0.5)
     ax.plot(
       coeffs,
-      row - row[np.argmin(np.abs(coeffs))],
+      np.where(kept[k], row, np.nan),
       marker=".",
+      color=line.get_color(),
       label=f"input {k}: {span:.0f} deg",
     )
   ax.set(
-    title="rotation fidelity",
+    title="rotation fidelity (solid: frames within the gated span)",
     xlabel="operator coefficient",
     ylabel="matched rotation angle (deg, unwrapped, 0 at t=0)",
   )

@@ -426,12 +426,32 @@ METRIC_GUIDE = {
   ),
   "linear_path_manifold_distance": ("-", "reference of path_manifold_distance"),
   "path_endpoint_error": ("lower", "0 = paths reach their endpoints"),
-  "rotation_span_degrees": (
+  "rotation_gated_span_degrees": (
     "higher",
-    "goal >= 180; encoder allows {reference_rotation_span_degrees}",
+    "HEADLINE: median span of rotation that keeps the digit (both gates); "
+    "goal >= 180; the reference operator: {reference_rotation_gated_span_degrees}",
   ),
-  "rotation_span_degrees_best": ("higher", "goal >= 180"),
-  "rotation_spearman": ("higher", "1 = angle rises monotonically along the path"),
+  "rotation_gated_span_quartiles": ("higher", "25 % and 75 % of the gated span"),
+  "rotation_gated_span_per_class": ("higher", "median gated span of classes 0..9"),
+  "rotation_gated_digits": ("-", "held-out digits of the gated span"),
+  "rotation_correlation_gate_only_span_degrees": (
+    "-",
+    "the span with the correlation gate alone",
+  ),
+  "rotation_class_gate_only_span_degrees": ("-", "the span with the class gate alone"),
+  "rotation_gate_level": (
+    "-",
+    "correlation gate: percentile {rotation_gate_percentile} of the "
+    "autoencoder's own, median {rotation_autoencoder_correlation_median}",
+  ),
+  "rotation_start_class_kept": ("higher", "decoded start frames of the input's class"),
+  "reference_rotation_gated_span_degrees": ("-", "what encoder and decoder allow"),
+  "ungated_rotation_rise_degrees": (
+    "-",
+    "NOT the headline: no check that a frame is still the digit",
+  ),
+  "ungated_rotation_rise_degrees_best": ("-", "not the headline (ungated)"),
+  "ungated_rotation_spearman": ("-", "of the ungated angle along the path"),
   "reference_cosine": ("higher", "1 = the operator fitted to the encoder's orbits"),
   "class_consistency": ("higher", "classifier accuracy {classifier_test_accuracy}"),
   "classifier_test_accuracy": ("higher", "reference of class_consistency"),

@@ -61,9 +61,14 @@ STRUCTURE_METRICS = (
   "path_manifold_distance",
   "path_endpoint_error",
   "operator_magnitudes",
-  "rotation_span_degrees",
-  "rotation_span_degrees_best",
-  "rotation_spearman",
+  "rotation_gated_span_degrees",
+  "rotation_gated_span_quartiles",
+  "rotation_gated_span_per_class",
+  "rotation_correlation_gate_only_span_degrees",
+  "rotation_class_gate_only_span_degrees",
+  "ungated_rotation_rise_degrees",
+  "ungated_rotation_rise_degrees_best",
+  "ungated_rotation_spearman",
   "reference_cosine",
 )
 

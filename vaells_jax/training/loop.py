@@ -207,8 +207,9 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
   ``{"config": {field: value, ...}, "data_sha256": hex}`` as JSON values;
   the digest covers the training points, labels and anchors. The config
   leaves out the fields that do not change the state at a given step
-  (:data:`_NOT_IDENTITY`: the run's length and how often it logs and
-  checkpoints), so a run can be resumed to train longer.
+  (:data:`_NOT_IDENTITY`: the run's length, how often it logs and
+  checkpoints, and settings only the evaluation reads), so a run can be
+  resumed to train longer.
   """
   digest = hashlib.sha256()
   for array, dtype in (
@@ -225,7 +226,9 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
   return {"config": json.loads(json.dumps(fields)), "data_sha256": digest.hexdigest()}
 
 
-_NOT_IDENTITY = ("num_steps", "log_every", "checkpoint_every")
+# eval_rotation_digits joined the config after checkpoints were written
+# without it; leaving it out keeps those loadable.
+_NOT_IDENTITY = ("num_steps", "log_every", "checkpoint_every", "eval_rotation_digits")
 
 
 def _duration(seconds: float) -> str:
