@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from experiments.run import make_data  # noqa: E402
 from vaells_jax import api  # noqa: E402
 from vaells_jax.training import population  # noqa: E402
-from vaells_jax.training.loop import batch_indices  # noqa: E402
+from vaells_jax.training.guards import batch_indices  # noqa: E402
 
 
 def _time(step, state, data, config, warmup, steps, repeats) -> float:

@@ -320,6 +320,8 @@ def _main(argv=None) -> int:
       if args.resume and saved.exists()
       else config_module.get_config(args.budget)
     )
+    if args.model != "vaells":  # the experiment's population is VAELLS's
+      base = dataclasses.replace(base, population=1)
     config = override(base, {"model": args.model, **overrides})
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)

@@ -127,7 +127,8 @@ def test_short_run_warning():
 
 
 def test_summary_md_directions_references_and_marks(tmp_path):
-  from vaells_jax.evaluation.synthetic_report import write_markdown
+  from vaells_jax.evaluation.summary_md import write_markdown
+  from vaells_jax.evaluation.synthetic_report import FIGURES
 
   (tmp_path / "paths.png").write_bytes(b"")
   numbers = {
@@ -137,7 +138,7 @@ def test_summary_md_directions_references_and_marks(tmp_path):
     "knn_class_accuracy": 1.0,
     "not_meaningful": ["path_manifold_distance"],
   }
-  write_markdown(tmp_path, numbers, Config())
+  write_markdown(tmp_path, numbers, Config(), FIGURES)
   text = (tmp_path / "summary.md").read_text()
   assert "| path_manifold_distance | 1.235 (_not meaningful_) | lower | straight " in (
     text
@@ -164,7 +165,9 @@ def test_short_run_marks_its_structure_metrics(tmp_path, monkeypatch):
 
   def report(trained, workdir, summary, log=None):
     metrics = {"knn_class_accuracy": 1.0, "orbit_coverage": 0.5}
-    synthetic_report.write_markdown(workdir, {**summary, **metrics}, config)
+    synthetic_report.write_markdown(
+      workdir, {**summary, **metrics}, config, synthetic_report.FIGURES
+    )
     return metrics
 
   monkeypatch.setattr(synthetic_report, "evaluate_and_report", report)

@@ -477,6 +477,7 @@ def test_sigterm_from_outside_exits_143_with_the_resume_command(tmp_path):
     "--config.inference_max_iter=5",
     "--config.log_every=5",
     "--config.checkpoint_every=100000",
+    "--config.population=1",  # a single run: its metrics.jsonl from step 1
   ]
   proc = subprocess.Popen(
     [sys.executable, str(ROOT / "experiments" / "run.py"), *flags],

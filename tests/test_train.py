@@ -202,7 +202,7 @@ def test_logged_metrics_are_window_means(tmp_path):
   # Each metrics.jsonl line holds the mean over the steps since the previous
   # line; counters and the Psi rate hold their value at the line's step.
   from vaells_jax.runs.runner import train
-  from vaells_jax.training.loop import batch_indices
+  from vaells_jax.training.guards import batch_indices
 
   config = dataclasses.replace(BASE, num_steps=6, log_every=3)
   train(config, DATA, tmp_path, log=lambda line: None)

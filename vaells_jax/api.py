@@ -29,7 +29,7 @@ from vaells_jax.training.baseline_step import (
   make_baseline_step,
 )
 from vaells_jax.training.checkpoint import restore_checkpoint
-from vaells_jax.training.loop import run_identity
+from vaells_jax.training.guards import run_identity
 from vaells_jax.training.step import init_state, make_train_step
 
 __all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]

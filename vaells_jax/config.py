@@ -300,7 +300,7 @@ _MAX_SEED = 2**31 - 2
 _INT32 = 2**31 - 1
 # Sizes: an upper bound per field so that a typo (latent_dim=1000000000) is
 # refused here; whether the model fits in memory with the data's dimension
-# is checked with the data (vaells_jax.training.loop.check_data).
+# is checked with the data (vaells_jax.training.guards.check_data).
 _INT_BOUNDS = {
   "num_steps": _INT32,
   "batch_size": 2**24,

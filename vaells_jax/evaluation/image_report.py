@@ -63,7 +63,7 @@ from vaells_jax.evaluation.rotation import (
   rotation_path_stats,
   summarize_spans,
 )
-from vaells_jax.evaluation.synthetic_report import write_markdown
+from vaells_jax.evaluation.summary_md import write_markdown
 
 __all__ = ["evaluate_and_report"]
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import pathlib
-import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.core.transport import transport, transport_path
-from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import metrics as evaluation
 from vaells_jax.evaluation import plotting
+from vaells_jax.evaluation.summary_md import write_markdown
 
 __all__ = [
   "evaluate_and_report",
@@ -318,7 +317,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     for k, draw in enumerate(figures, 1):
       log(f"drawing figure {k}/{len(figures)} ...")
       draw()
-  write_markdown(workdir, {**summary, **metrics}, cfg)
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
   return metrics
 
 
@@ -407,101 +406,3 @@ FIGURES = (
   ("posterior_contour.png", "Posterior contours (appendix C)"),
   ("operator_magnitudes.png", "Operator magnitudes"),
 )
-
-
-# metric -> (which direction is better, the reference it is read against;
-# "{key}" is filled from the run's own numbers).
-METRIC_GUIDE = {
-  "knn_class_accuracy": ("higher", "1 = classes separated; chance = 1 / classes"),
-  "mse": ("lower", "synthetic: the data noise variance; natural MNIST goal <= 0.03"),
-  "log_likelihood": ("higher", ">= elbo"),
-  "elbo": ("higher", "<= log_likelihood"),
-  "sample_manifold_distance": ("lower", "the noisy data: {data_manifold_distance}"),
-  "data_manifold_distance": ("-", "noise floor of sample_manifold_distance"),
-  "orbit_manifold_distance": ("lower", "in spacings of the encodings"),
-  "orbit_coverage": ("higher", "1 = an orbit traverses the whole true curve"),
-  "path_manifold_distance": (
-    "lower",
-    "straight lines: {linear_path_manifold_distance}",
-  ),
-  "linear_path_manifold_distance": ("-", "reference of path_manifold_distance"),
-  "path_endpoint_error": ("lower", "0 = paths reach their endpoints"),
-  "rotation_gated_span_degrees": (
-    "higher",
-    "HEADLINE: median span of rotation that keeps the digit (both gates); "
-    "goal >= 180; the reference operator: {reference_rotation_gated_span_degrees}",
-  ),
-  "rotation_gated_span_quartiles": ("higher", "25 % and 75 % of the gated span"),
-  "rotation_gated_span_per_class": ("higher", "median gated span of classes 0..9"),
-  "rotation_gated_digits": ("-", "held-out digits of the gated span"),
-  "rotation_correlation_gate_only_span_degrees": (
-    "-",
-    "the span with the correlation gate alone",
-  ),
-  "rotation_class_gate_only_span_degrees": ("-", "the span with the class gate alone"),
-  "rotation_gate_level": (
-    "-",
-    "correlation gate: percentile {rotation_gate_percentile} of the "
-    "autoencoder's own, median {rotation_autoencoder_correlation_median}",
-  ),
-  "rotation_start_class_kept": ("higher", "decoded start frames of the input's class"),
-  "reference_rotation_gated_span_degrees": ("-", "what encoder and decoder allow"),
-  "ungated_rotation_rise_degrees": (
-    "-",
-    "NOT the headline: no check that a frame is still the digit",
-  ),
-  "ungated_rotation_rise_degrees_best": ("-", "not the headline (ungated)"),
-  "ungated_rotation_spearman": ("-", "of the ungated angle along the path"),
-  "reference_cosine": ("higher", "1 = the operator fitted to the encoder's orbits"),
-  "class_consistency": ("higher", "classifier accuracy {classifier_test_accuracy}"),
-  "classifier_test_accuracy": ("higher", "reference of class_consistency"),
-  "psi_rejected_steps": ("-", "Psi steps refused by the accept/reject rule"),
-  "net_skipped_steps": ("lower", "non-finite steps skipped; 0 expected"),
-}
-
-
-def _cell(value) -> str:
-  if isinstance(value, float):
-    return f"{value:.4g}"
-  if isinstance(value, list):
-    return ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in value)
-  return str(value)
-
-
-def write_markdown(workdir, numbers, cfg, figures=FIGURES):
-  """Writes ``summary.md``: the numbers as a table, then the figures present.
-
-  Each metric says which direction is better and what it is read against
-  (:data:`METRIC_GUIDE`); those in ``numbers["not_meaningful"]`` are marked.
-  """
-  doubtful = set(numbers.get("not_meaningful", ()))
-  lines = ["# VAELLS run summary", ""]
-  if doubtful:
-    lines += [
-      "**The run ended before Psi learning started: the metrics marked "
-      "_not meaningful_ measure the operators' random start.**",
-      "",
-    ]
-  lines += ["| metric | value | better | reference |", "|---|---|---|---|"]
-  for key, value in numbers.items():
-    if key == "not_meaningful":
-      continue
-    better, reference = METRIC_GUIDE.get(key, ("", ""))
-    try:
-      reference = reference.format(
-        **{k: _cell(v) for k, v in numbers.items() if not isinstance(v, list)}
-      )
-    except KeyError:  # drop the part that quotes a number this run lacks
-      reference = re.sub(r"[;:]?[^;:]*\{[^}]*\}", "", reference).strip()
-    value = _cell(value) + (" (_not meaningful_)" if key in doubtful else "")
-    lines.append(f"| {key} | {value} | {better} | {reference} |")
-  lines += [
-    "",
-    f"Config: steps={cfg.num_steps}, batch={cfg.batch_size}, "
-    f"M={cfg.num_ops}, seed={cfg.seed} (full config in config.json).",
-    "",
-  ]
-  for name, caption in figures:
-    if (workdir / name).exists():
-      lines += [f"## {caption}", "", f"![{caption}]({name})", ""]
-  atomic_write_text(workdir / "summary.md", "\n".join(lines))

@@ -207,7 +207,9 @@ def run_comparison(
   workdir = pathlib.Path(workdir)
   seed_dir = lambda model, seed=0: workdir / model / f"seed{seed}"  # noqa: E731
   configs = {
-    (m, s): dataclasses.replace(config, model=m, seed=s)
+    (m, s): dataclasses.replace(
+      config, model=m, seed=s, population=config.population if m == "vaells" else 1
+    )
     for s in range(seeds)
     for m in models
   }  # validated before training

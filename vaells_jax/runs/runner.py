@@ -30,7 +30,7 @@ from vaells_jax.training.checkpoint import (
   saved_steps,
   verify_checkpoint,
 )
-from vaells_jax.training.loop import (
+from vaells_jax.training.guards import (
   TrainingDiverged,
   TrainingInterrupted,
   check_data,

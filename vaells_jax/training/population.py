@@ -26,7 +26,11 @@ from vaells_jax.data.synthetic import SyntheticData
 from vaells_jax.models.vaells import Model
 from vaells_jax.training import loop
 from vaells_jax.training.checkpoint import restore_checkpoint
-from vaells_jax.training.loop import batch_indices
+from vaells_jax.training.guards import (
+  TrainingInterrupted,
+  batch_indices,
+  deferred_signals,
+)
 from vaells_jax.training.step import (
   TrainState,
   init_state,
@@ -289,8 +293,9 @@ def train(
       resume=resume,
       progress=progress,
     )
-    signals = selection_signals(pop_state, config, data, pop_step)
-    winner, reason = select(signals, config.select_signal)
+    with deferred_signals() as received:  # the selection is not cut half way
+      signals = selection_signals(pop_state, config, data, pop_step)
+      winner, reason = select(signals, config.select_signal)
     selection = {
       "select_step": k,
       "signal": config.select_signal,
@@ -302,6 +307,8 @@ def train(
     }
     atomic_write_text(selection_path, json.dumps(selection, indent=2))
     log(f"selected {reason}")
+    if received:
+      raise TrainingInterrupted(received[0], k)
   selection = json.loads(selection_path.read_text())
 
   def selected(key, cfg, dat):
