@@ -34,7 +34,7 @@ import numpy as np
 from vaells_jax.api import TrainedVAELLS
 from vaells_jax.config import SELECT_SIGNALS, Config
 from vaells_jax.evaluation import plotting
-from vaells_jax.evaluation.synthetic_report import learned_structure
+from vaells_jax.evaluation.synthetic_report import learned_structure, operator_orbits
 from vaells_jax.training import loop, population
 
 __all__ = ["auc", "population_study", "summarise_study"]
@@ -125,20 +125,31 @@ def population_study(config: Config, make_data, seeds, workdir, log=print) -> di
   summary["config"] = dataclasses.asdict(config)
   (workdir / "sensitivity.json").write_text(json.dumps(summary, indent=2))
   (workdir / "sensitivity.md").write_text(_markdown(summary))
-  first = studies[0]
-  plotting.plot_panels(
-    workdir / "population_orbits.png",
-    [
-      (
-        f"seed {first['seed']} member {m}: coverage {mem['orbit_coverage']:.2f}, "
-        f"samples {mem['sample_manifold_distance']:.0f}",
-        np.asarray(mem["latents"]),
-        np.zeros(len(mem["latents"]), int),
-      )
-      for m, mem in enumerate(first["members"])
-    ],
-  )
+  _orbit_figure(workdir / "population_orbits.png", studies[0])
   return summary
+
+
+def _orbit_figure(path, study: dict) -> None:
+  """One panel per member of one seed: its test encodings (0) and the orbits
+  of its strongest operator from 8 of them (1), as paper figs 14-16."""
+  panels = []
+  for m, mem in enumerate(study["members"]):
+    latents, psi = np.asarray(mem["latents"]), np.asarray(mem["psi"])
+    strongest = int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))
+    starts = latents[:: max(1, len(latents) // 8)][:8]
+    max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
+    orbit = operator_orbits(psi[strongest : strongest + 1], starts, max_norm)
+    orbit = orbit.reshape(-1, latents.shape[-1])
+    orbit = orbit[np.all(np.isfinite(orbit), axis=-1)]
+    panels.append(
+      (
+        f"seed {study['seed']} member {m}: coverage {mem['orbit_coverage']:.2f}, "
+        f"samples {mem['sample_manifold_distance']:.0f}",
+        np.concatenate([latents, orbit]),
+        np.repeat([0, 1], [len(latents), len(orbit)]),
+      )
+    )
+  plotting.plot_panels(path, panels, colour_label="orbit ")
 
 
 def summarise_study(studies: list[dict]) -> dict:
