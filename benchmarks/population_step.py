@@ -74,33 +74,19 @@ def main(argv=None) -> dict:
   key = jax.random.PRNGKey(config.seed)
   members = population.init_population(key, config, data)
   single = api.MODELS["vaells"].init(key, config, data)
+  timed = lambda step, state: _time(  # noqa: E731
+    step, state, data, config, args.warmup, args.steps, args.repeats
+  )
   rows = {
-    "vmap": _time(
-      population.make_population_step(config, data.data_dim, vectorize=True),
-      members,
-      data,
-      config,
-      args.warmup,
-      args.steps,
-      args.repeats,
+    "vmap": timed(
+      population.make_population_step(config, data.data_dim, vectorize=True), members
     ),
-    "lax.map": _time(
+    "lax.map": timed(
       population.make_population_step(config, data.data_dim, vectorize=False),
       members,
-      data,
-      config,
-      args.warmup,
-      args.steps,
-      args.repeats,
     ),
-    "single": _time(
-      api.MODELS["vaells"].make_step(config, data.data_dim, None),
-      single,
-      data,
-      config,
-      args.warmup,
-      args.steps,
-      args.repeats,
+    "single": timed(
+      api.MODELS["vaells"].make_step(config, data.data_dim, None), single
     ),
   }
   print(

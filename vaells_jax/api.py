@@ -30,7 +30,7 @@ from vaells_jax.training.baseline_step import (
 )
 from vaells_jax.training.checkpoint import restore_checkpoint
 from vaells_jax.training.guards import run_identity
-from vaells_jax.training.step import init_state, make_train_step
+from vaells_jax.training.step import init_state, make_vaells_step
 
 __all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
 
@@ -301,9 +301,7 @@ class ModelEntry(NamedTuple):
 
 _VAELLS = ModelEntry(
   init=lambda key, config, data: init_state(key, config, data.anchors, data.data_dim),
-  make_step=lambda config, data_dim, mesh: make_train_step(
-    Model.create(config, data_dim), mesh
-  ),
+  make_step=make_vaells_step,
   trained=lambda config, state, data: TrainedVAELLS(config, state.params, data),
   summary=lambda state: dict(
     psi_rejected_steps=int(state.psi_rejected),

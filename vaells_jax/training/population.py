@@ -35,7 +35,7 @@ from vaells_jax.training.step import (
   TrainState,
   init_state,
   jit_step,
-  make_train_step,
+  make_vaells_step,
   train_step_fn,
 )
 
@@ -160,14 +160,15 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   model = Model.create(config, data.data_dim)
   encode = jax.jit(model.encode)
   subset = np.random.default_rng(config.seed).permutation(len(x))[:COVERAGE_POINTS]
+  members = [member(state, k) for k in range(config.population)]
   signals["latent_coverage"] = [
     latent_coverage(
-      np.asarray(encode(member(state, k).params, x[subset])),
+      np.asarray(encode(m.params, x[subset])),
       labels[subset],
-      np.asarray(member(state, k).psi),
+      np.asarray(m.psi),
       seed=config.seed,
     )
-    for k in range(np.shape(state.psi_rejected)[0])
+    for m in members
   ]
   return signals
 
@@ -280,7 +281,6 @@ def train(
   k = selection_step(config)
   pop_config = dataclasses.replace(config, num_steps=k)
   pop_step = make_population_step(pop_config, data.data_dim)
-  pop_info = {}
   if not selection_path.exists():
     log(f"population of {config.population}: training to step {k}, then selecting")
     pop_state, pop_info = loop.train(
@@ -320,7 +320,7 @@ def train(
     data,
     workdir,
     init=selected,
-    make_step=lambda cfg, dim, mesh: make_train_step(Model.create(cfg, dim), mesh),
+    make_step=make_vaells_step,
     log=log,
     resume=resume,
     progress=progress,

@@ -47,6 +47,7 @@ __all__ = [
   "init_state",
   "jit_step",
   "make_train_step",
+  "make_vaells_step",
   "phase_of",
   "train_step_fn",
 ]
@@ -169,6 +170,13 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   floating-point sums); ``B`` must be a multiple of the number of devices.
   """
   return jit_step(train_step_fn(model), mesh)
+
+
+def make_vaells_step(config: Config, data_dim: int, mesh=None):
+  """:func:`make_train_step` of ``config``'s model: the ``(config, data_dim,
+  mesh)`` form that :func:`~vaells_jax.training.baseline_step.make_baseline_step`
+  also has (``vaells_jax.api.MODELS``)."""
+  return make_train_step(Model.create(config, data_dim), mesh)
 
 
 def train_step_fn(model: Model):
