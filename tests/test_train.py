@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from vaells_jax.config import INFERENCE_METHODS, Config, override
 from vaells_jax.core import inference
 from vaells_jax.data.synthetic import make_concentric
-from vaells_jax.models.vaells import Model
+from vaells_jax.models.vaells import Model, infer_step_coefficients
 from vaells_jax.training.step import init_state, make_train_step, phase_of
 
 DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
@@ -221,3 +222,37 @@ def test_logged_metrics_are_window_means(tmp_path):
   np.testing.assert_allclose(lines[1]["loss"], np.mean(losses[3:]), rtol=1e-5)
   assert lines[1]["psi_rejected"] == int(last["psi_rejected"])
   assert lines[1]["lr_psi"] == pytest.approx(float(last["lr_psi"]))
+
+
+def test_step_inference_draws_the_original_starts():
+  """Posterior pairs: one start in U[0, 1]; anchor pairs: U[-2.5, 0], U[0, 2.5].
+
+  The original code (``compute_posterior_coeff``, ``compute_prior_obj``)
+  solves each posterior pair once and each anchor pair once per restart, with
+  restart ``r`` in ``[-2.5 + 2.5 r, 2.5 r]``; swiss roll's 30 samples, 4
+  anchors and 2 restarts make 270 pair-solves, not 300.
+  """
+  config = dataclasses.replace(BASE, num_restarts=2)
+  model = Model.create(config, DATA.data_dim)
+  post, prior = model.solvers
+  assert (post.num_restarts, post.init_range) == (1, (0.0, 1.0))
+  assert (prior.num_restarts, prior.init_range) == (2, (-2.5, 0.0))
+  lo, hi = jnp.full((1000,), -2.5), jnp.full((1000,), 0.0)
+  starts = np.asarray(inference.solver_starts(jax.random.PRNGKey(0), 2, 1, lo, hi))
+  assert -2.5 <= starts[0].min() and starts[0].max() <= 0.0 < starts[1].min()
+  assert starts[1].max() <= 2.5
+
+  keys = jax.random.split(jax.random.PRNGKey(3), 5)
+  psi = 0.3 * jax.random.normal(keys[0], (2, 2, 2))
+  mu = jax.random.normal(keys[1], (4, 2))
+  anchors = jax.random.normal(keys[2], (4, 3, 2))
+  z = jax.random.normal(keys[3], (4, 2, 2))
+  got = infer_step_coefficients(model, psi, mu, anchors, z, keys[4])
+  post_key, prior_key = jax.random.split(keys[4])
+  want_post = post(psi, mu[:, None], z, l1_weight=config.zeta_q, key=post_key)
+  want_prior = prior(
+    psi, anchors[:, None], z[:, :, None], l1_weight=config.zeta_p, key=prior_key
+  )
+  chex.assert_trees_all_close(got.posterior, want_post, rtol=1e-6)
+  chex.assert_trees_all_close(got.prior, want_prior, rtol=1e-6)
+  assert got.prior.coeffs.shape == (4, 2, 3, 2)

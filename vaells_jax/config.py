@@ -78,8 +78,13 @@ class Config:
   psi_steps: int = 20
   prior_weight_net: float = 1.0  # factor on zeta4, zeta5 in network steps
   recon_weight_psi: float = 1.0  # factor on zeta1 in Psi steps
+  # Starts of the coefficient inference, as the original code draws them: an
+  # anchor (prior) pair's restart r from U[lo + r w, hi + r w], w = hi - lo, so
+  # U[-2.5, 0] then U[0, 2.5] (its --coeffRandStart -2.5 --coeffRandAdd 2.5);
+  # a posterior pair once (posterior_restarts) from U[0, 1].
   num_restarts: int = 1
-  init_range: tuple[float, float] = (-2.5, 2.5)  # prior inference starts
+  init_range: tuple[float, float] = (-2.5, 0.0)
+  posterior_restarts: int = 1
   posterior_init_range: tuple[float, float] = (0.0, 1.0)
   inference_max_iter: int = 100
   # Effectively "run max_iter iterations", as the reference code's CG did (its
@@ -140,6 +145,7 @@ class Config:
       "zeta3",
       "latent_scale",
       "num_restarts",
+      "posterior_restarts",
       "net_steps",
       "psi_steps",
       "inference_max_iter",
@@ -314,6 +320,7 @@ _INT_BOUNDS = {
   "net_steps": _INT32,
   "psi_steps": _INT32,
   "num_restarts": 2**16,
+  "posterior_restarts": 2**16,
   "inference_max_iter": 2**20,
   "rotation_anchors": 2**16,
   "eval_ll_points": 2**24,

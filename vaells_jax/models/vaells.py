@@ -76,18 +76,24 @@ class StepSolvers(NamedTuple):
 def solvers(config: Config) -> StepSolvers:
   """The posterior and prior :class:`~vaells_jax.core.inference.Solver` of ``config``.
 
-  Both share the method, iterations, tolerance and restarts; they differ in
-  their start range (``posterior_init_range``, ``init_range``).
+  Both share the method, iterations and tolerance; they differ in their starts
+  (``posterior_restarts`` from ``posterior_init_range``, ``num_restarts`` from
+  ``init_range``).
   """
   shared = dict(
     method=config.inference_method,
     max_iter=config.inference_max_iter,
     tol=config.inference_tol,
-    num_restarts=config.num_restarts,
   )
   return StepSolvers(
-    posterior=Solver(init_range=config.posterior_init_range, **shared),
-    prior=Solver(init_range=config.init_range, **shared),
+    posterior=Solver(
+      init_range=config.posterior_init_range,
+      num_restarts=config.posterior_restarts,
+      **shared,
+    ),
+    prior=Solver(
+      init_range=config.init_range, num_restarts=config.num_restarts, **shared
+    ),
   )
 
 
@@ -231,14 +237,13 @@ class StepInference(NamedTuple):
 
 
 def infer_step_coefficients(model: Model, psi, mu, anchors, z, key) -> StepInference:
-  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) inference, one solve.
+  """Posterior (``mu -> z``) and prior (``anchor_i -> z``) inference.
 
-  As in the reference code, posterior pairs start from the posterior solver's
-  range and anchor pairs from the prior solver's, each with its own sparsity
-  weight (``zeta_q``, ``zeta_p``). All pairs share one vmapped solve (with the
-  prior solver's method, iterations and restarts), so the posterior pairs also
-  get ``num_restarts`` starts (shifted by the range width), which can only
-  lower their objective.
+  As in the reference code, posterior pairs use the posterior solver's starts
+  and anchor pairs the prior solver's, each with its own sparsity weight
+  (``zeta_q``, ``zeta_p``). When both solvers have the same number of restarts
+  all pairs share one vmapped solve; otherwise (the original's one posterior
+  start against two anchor restarts) the two groups are solved apart.
 
   Args:
     model: the model (its config and solvers).
@@ -254,21 +259,24 @@ def infer_step_coefficients(model: Model, psi, mu, anchors, z, key) -> StepInfer
   cfg, post, prior = model.config, *model.solvers
   batch, samples, dim = z.shape
   num_anchors = anchors.shape[1]
-  z0 = jnp.concatenate(
-    [
-      jnp.broadcast_to(mu[:, None, None, :], (batch, samples, 1, dim)),
-      jnp.broadcast_to(anchors[:, None], (batch, samples, num_anchors, dim)),
-    ],
-    axis=2,
-  )
+  mu = jnp.broadcast_to(mu[:, None, None, :], (batch, samples, 1, dim))
+  anchors = jnp.broadcast_to(anchors[:, None], (batch, samples, num_anchors, dim))
+  z1 = z[:, :, None, :]
+  if post.num_restarts != prior.num_restarts:
+    post_key, prior_key = jax.random.split(key)
+    posterior = post(psi, mu, z1, l1_weight=cfg.zeta_q, key=post_key)
+    return StepInference(
+      posterior=jax.tree_util.tree_map(lambda a: a[:, :, 0], posterior),
+      prior=prior(psi, anchors, z1, l1_weight=cfg.zeta_p, key=prior_key),
+    )
 
   def per_pair(posterior_value, prior_value):
     return jnp.asarray([posterior_value] + [prior_value] * num_anchors, z.dtype)
 
   result = infer_coefficients(
     psi,
-    z0,
-    z[:, :, None, :],
+    jnp.concatenate([mu, anchors], axis=2),
+    z1,
     l1_weight=per_pair(cfg.zeta_q, cfg.zeta_p),
     key=key,
     num_restarts=prior.num_restarts,
