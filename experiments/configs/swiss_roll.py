@@ -2,12 +2,10 @@
 
 Whether the operator learns to traverse the roll depends on the dictionary's
 initial draw (paper appendix "Analysis of sensitivity to anchor points": the
-same networks and anchors with ten dictionary draws, some succeed). Measured
-here (README, "The swiss roll"): with seed 0's networks and anchors, draws
-``psi_seed`` = 0, 2 and 7 of 0-9 traverse it (orbit coverage 0.94-1.00), the
-others do not (0.20-0.58). The config uses draw 2, so that the default run
-shows the paper's result; ``--config.psi_seed=-1`` draws the dictionary from
-``seed`` with the networks instead.
+same networks and anchors with ten dictionary draws, some succeed). The
+dictionary is drawn from ``seed`` with the networks; ``--config.psi_seed=N``
+fixes draw ``N`` instead. Success rates over seeds: docs/experiments.md,
+"Population training".
 """
 
 from vaells_jax.config import Config
