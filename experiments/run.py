@@ -48,8 +48,10 @@ STUDY_POPULATION = 4  # members per seed unless --config.population says
 MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
-def make_data(exp, config, data_dir):
-  """The experiment's data set (MNIST raises ``MnistUnavailable`` if absent)."""
+def make_data(exp, config, data_dir, random_anchors=None):
+  """The experiment's data set (MNIST raises ``MnistUnavailable`` if absent);
+  a synthetic set with ``random_anchors`` anchors (per class) at random places
+  when that is given."""
   from vaells_jax.data import mnist, synthetic  # slow imports (jax)
 
   if exp in DIGITS:
@@ -60,7 +62,12 @@ def make_data(exp, config, data_dir):
       seed=config.seed,
       anchors_per_class=config_module.ANCHORS_PER_CLASS,
     )
-  return getattr(synthetic, f"make_{exp}")(seed=config.seed)
+  if random_anchors is None:
+    return getattr(synthetic, f"make_{exp}")(seed=config.seed)
+  count = "num_anchors" if exp == "swiss_roll" else "anchors_per_class"
+  return getattr(synthetic, f"make_{exp}")(
+    seed=config.seed, anchor_placement="random", **{count: random_anchors}
+  )
 
 
 def _config_keys() -> str:
@@ -115,6 +122,13 @@ def make_parser() -> argparse.ArgumentParser:
     type=int,
     default=None,
     help="comparisons: seeds 0..N-1 (default 3); the study (default 10)",
+  )
+  parser.add_argument(
+    "--anchors",
+    default=None,
+    metavar="A,B,...",
+    help="the study: anchor counts, each placed at random on the manifold "
+    "(paper appendix F), e.g. 3,4,6,8",
   )
   parser.add_argument(
     "--workdir",
@@ -188,6 +202,15 @@ def parse_args(argv):
     )
   if (args.exp in STUDIES) != (args.base is not None):
     parser.error("--base goes with --exp=sensitivity, and only with it")
+  if args.anchors is not None:
+    if args.exp not in STUDIES:
+      parser.error("--anchors goes with --exp=sensitivity, and only with it")
+    try:
+      args.anchors = tuple(int(a) for a in args.anchors.split(","))
+    except ValueError:
+      parser.error(f"--anchors must be counts like 3,4,6,8, got {args.anchors!r}")
+    if not all(1 <= a <= 1000 for a in args.anchors):
+      parser.error(f"--anchors must be counts from 1 to 1000, got {args.anchors}")
   if args.workdir is not None and not args.workdir.strip():
     parser.error("--workdir is empty; give a folder, or leave the flag out")
   exp = args.exp.removeprefix("compare_")
@@ -249,16 +272,24 @@ def compare(args, config, workdir) -> int:
 
 def sensitivity(args, config, workdir) -> int:
   """The population study on seeds 0..N-1 (vaells_jax.runs.sensitivity)."""
-  from vaells_jax.runs.sensitivity import population_study  # slow imports (jax)
+  from vaells_jax.runs.sensitivity import anchor_study, population_study
 
   if config.population == 1:
     config = dataclasses.replace(config, population=STUDY_POPULATION)
+  log = lambda line: print(line, flush=True)  # noqa: E731
+  if args.anchors:
+    anchor_study(
+      config,
+      lambda c, count: make_data(args.base, c, None, random_anchors=count),
+      args.anchors,
+      range(args.seeds),
+      workdir,
+      log,
+    )
+    print((workdir / "anchors.md").read_text())
+    return 0
   population_study(
-    config,
-    lambda c: make_data(args.base, c, None),
-    range(args.seeds),
-    workdir,
-    log=lambda line: print(line, flush=True),
+    config, lambda c: make_data(args.base, c, None), range(args.seeds), workdir, log
   )
   print((workdir / "sensitivity.md").read_text())
   return 0

@@ -202,3 +202,44 @@ def test_sensitivity_study_runs_end_to_end(tmp_path):
   assert summary["population"] == 2 and summary["seeds"] == [0]
   assert set(summary["signals"]) >= {"latent_coverage", "psi_rejected"}
   assert (tmp_path / "population_orbits.png").stat().st_size > 0
+
+
+def test_anchor_study_runs_end_to_end(tmp_path):
+  """``--anchors`` runs the study once per count, anchors at random places."""
+  result = subprocess.run(
+    [
+      sys.executable,
+      "experiments/run.py",
+      "--exp=sensitivity",
+      "--base=swiss_roll",
+      "--anchors=2,3",
+      "--seeds=1",
+      f"--workdir={tmp_path}",
+      "--config.population=2",
+      "--config.num_steps=4",
+      "--config.hidden=(16,)",
+      "--config.inference_max_iter=5",
+      "--config.log_every=2",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  rows = json.loads((tmp_path / "anchors.json").read_text())["rows"]
+  assert [(r["anchors"], r["trials"]) for r in rows] == [(2, 2), (3, 2)]
+  assert "| 3 | 2 |" in result.stdout
+  for count in (2, 3):
+    study = json.loads(
+      (tmp_path / f"anchors{count}" / "seed0" / "study.json").read_text()
+    )
+    assert len(study["members"]) == 2
+  bad = subprocess.run(
+    [sys.executable, "experiments/run.py", "--exp=swiss_roll", "--anchors=3"],
+    capture_output=True,
+    text=True,
+    timeout=120,
+    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+  )
+  assert bad.returncode == 2 and "--anchors goes with --exp=sensitivity" in bad.stderr

@@ -104,6 +104,31 @@ def test_circle_anchors_evenly_spaced(circles):
     np.testing.assert_allclose(gaps, 2 * np.pi / 3)
 
 
+@pytest.mark.parametrize(
+  "make, count",
+  [(make_concentric, "anchors_per_class"), (make_swiss_roll, "num_anchors")],
+)
+def test_random_anchors_lie_on_the_manifold_and_keep_the_points(make, count):
+  even = make(seed=5)
+  placed = [make(seed=s, anchor_placement="random", **{count: 6}) for s in (5, 5, 6)]
+  np.testing.assert_array_equal(placed[0].x_train, even.x_train)
+  np.testing.assert_array_equal(placed[0].anchors, placed[1].anchors)
+  assert not np.allclose(placed[0].anchors, placed[2].anchors)
+  assert placed[0].anchors.shape == (even.num_classes, 6, even.data_dim)
+  np.testing.assert_allclose(
+    placed[0].anchors, placed[0].anchor_pos @ placed[0].mapping.T, rtol=1e-12
+  )
+  # Every anchor sits on the class's curve: within a grid step of the manifold.
+  for c in range(even.num_classes):
+    grid = even.manifold[even.manifold_labels == c]
+    gaps = np.linalg.norm(placed[0].anchors[c][:, None] - grid[None], axis=-1)
+    spacing = np.linalg.norm(np.diff(grid, axis=0), axis=-1).max()
+    assert gaps.min(axis=1).max() <= spacing
+  # Not evenly spaced: the anchors' gaps along the curve differ.
+  pos = placed[0].anchor_pos[0]
+  assert np.ptp(np.linalg.norm(np.diff(pos, axis=0), axis=-1)) > 1e-3
+
+
 def test_swiss_roll_ground_truth(roll):
   t = roll.t_train
   np.testing.assert_allclose(
@@ -168,6 +193,8 @@ def test_load_rejects_missing_fields(tmp_path):
     (make_swiss_roll, {"num_train": 0}, "num_train"),
     (make_swiss_roll, {"num_anchors": 0}, "num_anchors"),
     (make_swiss_roll, {"noise_std": float("nan")}, "noise_std"),
+    (make_swiss_roll, {"anchor_placement": "evenly"}, "anchor_placement"),
+    (make_concentric, {"anchor_placement": None}, "anchor_placement"),
   ],
 )
 def test_invalid_arguments(make, kwargs, match):

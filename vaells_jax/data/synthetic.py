@@ -223,6 +223,26 @@ def load_synthetic(path) -> SyntheticData:
     raise ValueError(f"{path} is not a valid data set: {e}") from None
 
 
+ANCHOR_PLACEMENTS = ("even", "random")
+
+
+def _check_placement(placement) -> None:
+  if placement not in ANCHOR_PLACEMENTS:
+    raise ValueError(
+      f"anchor_placement must be one of {ANCHOR_PLACEMENTS}, got {placement!r}."
+    )
+
+
+def _anchor_fractions(seed, placement, shape, offset=0.0):
+  """Anchor positions as fractions of a curve, ``shape = [..., A]``: evenly
+  spaced (``(j + offset) / A``) or uniformly random, sorted, from their own
+  generator so that the data points do not change with the placement."""
+  if placement == "even":
+    count = shape[-1]
+    return np.broadcast_to((np.arange(count) + offset) / count, shape)
+  return np.sort(np.random.default_rng([seed, 1]).uniform(size=shape), axis=-1)
+
+
 def _check_positive(**counts) -> None:
   """Raises ValueError naming any argument that is not a positive integer."""
   for arg, value in counts.items():
@@ -274,13 +294,16 @@ def make_concentric(
   noise_std: float = 0.01,
   anchors_per_class: int = 3,
   grid_per_class: int = 4000,
+  anchor_placement: str = "even",
 ) -> SyntheticData:
   """Concentric circles mapped to ``R^data_dim`` (paper appendix F).
 
   Class ``k`` lies on the circle of radius ``radii[k]``; points sit at
   uniformly random angles in ``[0, 2 pi)``. The anchors of each circle are
-  evenly spaced in angle, at ``2 pi j / anchors_per_class``. Train and test
-  points are shuffled (classes interleaved).
+  evenly spaced in angle, at ``2 pi j / anchors_per_class``, or (``anchor_placement
+  ="random"``) at uniformly random angles drawn from ``(seed, 1)``, so the
+  points are the same either way. Train and test points are shuffled (classes
+  interleaved).
 
   Args:
     seed: seed of ``np.random.default_rng``.
@@ -291,13 +314,16 @@ def make_concentric(
     noise_std: standard deviation of the input-space noise.
     anchors_per_class: anchors per circle ``A``.
     grid_per_class: points per circle in the dense ``manifold`` grid.
+    anchor_placement: ``"even"`` or ``"random"`` (paper appendix F).
 
   Returns:
     A :class:`SyntheticData` with ``C = len(radii)`` classes.
 
   Raises:
-    ValueError: for non-positive counts or radii, or negative noise.
+    ValueError: for non-positive counts or radii, negative noise or an
+      unknown ``anchor_placement``.
   """
+  _check_placement(anchor_placement)
   _check_positive(
     num_per_circle=num_per_circle,
     num_test_per_circle=num_test_per_circle,
@@ -317,8 +343,16 @@ def make_concentric(
   x_test = _embed(rng, test[1], mapping, noise_std)
   x_train, *train = _shuffled(rng, x_train, *train)
   x_test, *test = _shuffled(rng, x_test, *test)
-  anchor_angles = 2.0 * np.pi * np.arange(anchors_per_class) / anchors_per_class
-  anchor_pos = np.stack([_circle(r, anchor_angles) for r in radii])
+  if anchor_placement == "even":
+    angles = 2.0 * np.pi * np.arange(anchors_per_class) / anchors_per_class
+    angles = np.broadcast_to(angles, (radii.size, anchors_per_class))
+  else:
+    angles = (
+      2.0
+      * np.pi
+      * _anchor_fractions(seed, anchor_placement, (radii.size, anchors_per_class))
+    )
+  anchor_pos = np.stack([_circle(r, a) for r, a in zip(radii, angles, strict=True)])
   grid_angles = 2.0 * np.pi * np.arange(grid_per_class) / grid_per_class
   grid_pos = np.concatenate([_circle(r, grid_angles) for r in radii])
   return SyntheticData(
@@ -387,6 +421,7 @@ def make_swiss_roll(
   noise_std: float = 0.01,
   num_anchors: int = 4,
   grid_size: int = 10_000,
+  anchor_placement: str = "even",
 ) -> SyntheticData:
   """The swiss roll mapped to ``R^data_dim`` (paper appendix E).
 
@@ -394,7 +429,9 @@ def make_swiss_roll(
   ``p = (t cos t, t sin t) / 10``. One class (all labels 0). The anchors are
   evenly spaced in *arc length*: anchor ``j`` sits at the fraction
   ``(j + 1/2) / num_anchors`` of the roll's length, the middle of the ``j``-th
-  of ``num_anchors`` equal-length pieces. The ``manifold`` grid is evenly
+  of ``num_anchors`` equal-length pieces; with ``anchor_placement="random"``
+  at uniformly random fractions of its length drawn from ``(seed, 1)``, so the
+  points are the same either way. The ``manifold`` grid is evenly
   spaced in arc length too, including both ends.
 
   Args:
@@ -405,13 +442,16 @@ def make_swiss_roll(
     noise_std: standard deviation of the input-space noise.
     num_anchors: anchors ``A`` (``anchors`` has shape ``[1, A, D]``).
     grid_size: points in the dense ``manifold`` grid.
+    anchor_placement: ``"even"`` or ``"random"`` (paper appendix F).
 
   Returns:
     A :class:`SyntheticData` with one class.
 
   Raises:
-    ValueError: for non-positive counts or negative noise.
+    ValueError: for non-positive counts, negative noise or an unknown
+      ``anchor_placement``.
   """
+  _check_placement(anchor_placement)
   _check_positive(
     num_train=num_train,
     num_test=num_test,
@@ -426,7 +466,9 @@ def make_swiss_roll(
   pos_test, t_test = _swiss_split(rng, num_test)
   x_train = _embed(rng, pos_train, mapping, noise_std)
   x_test = _embed(rng, pos_test, mapping, noise_std)
-  anchor_t = _t_at_arc_fractions((np.arange(num_anchors) + 0.5) / num_anchors)
+  anchor_t = _t_at_arc_fractions(
+    _anchor_fractions(seed, anchor_placement, (num_anchors,), offset=0.5)
+  )
   anchor_pos = _swiss_pos(anchor_t)[None]
   grid_pos = _swiss_pos(_t_at_arc_fractions(np.linspace(0.0, 1.0, grid_size)))
   return SyntheticData(
