@@ -28,6 +28,7 @@ __all__ = [
   "replicate",
 ]
 
+SHUTDOWN_TIMEOUT_S = 24 * 3600
 # What initialize_from_env reads: all three or none.
 ENV_VARS = ("VAELLS_COORDINATOR", "VAELLS_NUM_PROCESSES", "VAELLS_PROCESS_ID")
 
@@ -66,6 +67,10 @@ def initialize(
     num_processes=num_processes,
     process_id=process_id,
     initialization_timeout=timeout_s,
+    # At exit every process waits for all (jax's default: 5 minutes); the
+    # others finish with training and wait while process 0 evaluates. A
+    # process that dies ends the wait at once.
+    shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
   )
 
 
