@@ -83,6 +83,9 @@ def make_parser() -> argparse.ArgumentParser:
     "config keys (defaults shown; each experiment sets its own values, saved in\n"
     "the run's config.json):\n"
     + _config_keys()
+    + "\n\nAcross processes (hosts): set VAELLS_COORDINATOR=HOST:PORT, "
+    "VAELLS_NUM_PROCESSES=N and VAELLS_PROCESS_ID=I on each and run the same "
+    "command with --config.data_parallel=true (docs/devices.md)."
     + "\n\nExit status: 0 done; 2 bad input (one-line message, nothing written); "
     "1 training diverged (last good checkpoint kept) or a write failed; 143 / 130 "
     "stopped by SIGTERM / SIGINT after checkpointing (the message says how to "
@@ -264,9 +267,13 @@ def sensitivity(args, config, workdir) -> int:
   return 0
 
 
-def _train_along(args, config, data, workdir, train_and_evaluate) -> int:
+def _train_along(args, config, data, workdir) -> int:
   """A process other than 0: trains with process 0, which writes and reports."""
-  from vaells_jax.runs.runner import TrainingDiverged, TrainingInterrupted
+  from vaells_jax.runs.runner import (
+    TrainingDiverged,
+    TrainingInterrupted,
+    train_and_evaluate,
+  )
 
   try:
     train_and_evaluate(
@@ -395,7 +402,7 @@ def _main(argv=None) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if not is_main():  # another process of a run across processes: silent
-    return _train_along(args, config, data, workdir, train_and_evaluate)
+    return _train_along(args, config, data, workdir)
   print(
     f"{args.exp} ({config.model}): {config.num_steps} steps, workdir {workdir}",
     flush=True,
