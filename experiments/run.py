@@ -90,6 +90,9 @@ def make_parser() -> argparse.ArgumentParser:
     "config keys (defaults shown; each experiment sets its own values, saved in\n"
     "the run's config.json):\n"
     + _config_keys()
+    + "\n\nAcross processes (hosts): set VAELLS_COORDINATOR=HOST:PORT, "
+    "VAELLS_NUM_PROCESSES=N and VAELLS_PROCESS_ID=I on each and run the same "
+    "command with --config.data_parallel=true (docs/devices.md)."
     + "\n\nExit status: 0 done; 2 bad input (one-line message, nothing written); "
     "1 training diverged (last good checkpoint kept) or a write failed; 143 / 130 "
     "stopped by SIGTERM / SIGINT after checkpointing (the message says how to "
@@ -295,6 +298,28 @@ def sensitivity(args, config, workdir) -> int:
   return 0
 
 
+def _train_along(args, config, data, workdir) -> int:
+  """A process other than 0: trains with process 0, which writes and reports."""
+  from vaells_jax.runs.runner import (
+    TrainingDiverged,
+    TrainingInterrupted,
+    train_and_evaluate,
+  )
+
+  try:
+    train_and_evaluate(
+      config, data, workdir, resume=args.resume, overwrite=args.overwrite
+    )
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  except TrainingDiverged:
+    return 1  # process 0 says why
+  except TrainingInterrupted as e:
+    return 128 + e.signum
+  return 0
+
+
 def _interrupted(error, flags) -> int:
   """Reports a run stopped by SIGTERM/SIGINT; returns 128 + the signal number."""
   command = shlex.join(["python", "experiments/run.py", *flags, "--resume"])
@@ -328,10 +353,32 @@ def _compilation_cache() -> None:
 
 def main(argv=None) -> int:
   try:
-    return _main(argv)
+    code = _main(argv)
   except KeyboardInterrupt:  # outside training (which checkpoints first)
     print("interrupted", file=sys.stderr)
-    return 130
+    code = 130
+  jax = sys.modules.get("jax")
+  if code and jax is not None and jax.distributed.is_initialized():
+    # At exit jax waits for every other process of the run (minutes) while
+    # they wait for this one in a collective: stop now, so that they stop too.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+  return code
+
+
+def _join_processes(args) -> str | None:
+  """Joins a run across processes if ``VAELLS_COORDINATOR`` etc. are set
+  (``vaells_jax.training.distributed``); returns what is wrong, or None."""
+  from vaells_jax.training.distributed import initialize_from_env
+
+  try:
+    across = initialize_from_env()
+  except ValueError as e:
+    return str(e)
+  if across and args.exp in COMPARISONS + STUDIES:
+    return f"--exp={args.exp} runs in one process; unset VAELLS_COORDINATOR"
+  return None
 
 
 def _main(argv=None) -> int:
@@ -358,6 +405,10 @@ def _main(argv=None) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   _compilation_cache()
+  problem = _join_processes(args)
+  if problem:
+    print(f"error: {problem}", file=sys.stderr)
+    return 2
   if args.exp in COMPARISONS:
     return compare(args, config, workdir)
   if args.exp in STUDIES:
@@ -369,6 +420,7 @@ def _main(argv=None) -> int:
     train_and_evaluate,
     validate_run,
   )
+  from vaells_jax.training.distributed import is_main
 
   try:
     data = make_data(args.exp, config, args.data_dir)
@@ -380,6 +432,8 @@ def _main(argv=None) -> int:
   except ValueError as e:  # bad data or workdir: nothing written yet
     print(f"error: {e}", file=sys.stderr)
     return 2
+  if not is_main():  # another process of a run across processes: silent
+    return _train_along(args, config, data, workdir)
   print(
     f"{args.exp} ({config.model}): {config.num_steps} steps, workdir {workdir}",
     flush=True,

@@ -30,6 +30,7 @@ from vaells_jax.training.checkpoint import (
   saved_steps,
   verify_checkpoint,
 )
+from vaells_jax.training.distributed import is_main
 from vaells_jax.training.guards import (
   TrainingDiverged,
   TrainingInterrupted,
@@ -124,6 +125,9 @@ def validate_run(
 ) -> None:
   """Checks everything :func:`train_and_evaluate` checks before it writes.
 
+  In a run across processes only process 0 owns ``workdir``; the others
+  check only the data.
+
   Raises:
     ValueError: for data that do not fit ``config``, a ``workdir`` that
       cannot be one (:func:`vaells_jax.runs.workdir.check_workdir`), or one
@@ -132,6 +136,8 @@ def validate_run(
       or from a checkpoint that fails its checksums.
   """
   check_data(config, data)
+  if not is_main():
+    return
   workdir = check_workdir(workdir)
   steps = saved_steps(workdir)
   population_steps = saved_steps(workdir / population.POPULATION_DIR)
@@ -204,6 +210,10 @@ def train_and_evaluate(
   Returns:
     ``(trained model, summary dict)``.
 
+  In a run across processes (:mod:`vaells_jax.training.distributed`) every
+  process calls this alike; process 0 writes every output, and the others
+  return the trained model with ``info`` as the summary.
+
   Raises:
     ValueError, CheckpointError: as :func:`validate_run`; ``WorkdirInUse``
       (a ``ValueError``) while another live process runs in ``workdir``
@@ -214,6 +224,8 @@ def train_and_evaluate(
   """
   start = time.perf_counter()
   validate_run(config, data, workdir, resume, overwrite)
+  if not is_main():
+    return _train_along(config, data, workdir, resume)
   workdir = pathlib.Path(workdir)
   warning = short_run_warning(config)
   if warning:
@@ -225,6 +237,15 @@ def train_and_evaluate(
     return _train_and_evaluate(
       config, data, workdir, log, resume, overwrite, start, progress, warning
     )
+
+
+def _train_along(config, data, workdir, resume):
+  """:func:`train_and_evaluate` in a process other than 0 of a run across
+  processes: it trains with the others and writes nothing; process 0 writes
+  the outputs and the evaluation. Returns ``(trained model, info)``."""
+  state, info = train(config, data, workdir, log=lambda line: None, resume=resume)
+  entry = MODELS[config.model]
+  return entry.trained(config, state, data), {"model": config.model, **info}
 
 
 def _train_and_evaluate(

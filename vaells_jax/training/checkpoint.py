@@ -55,12 +55,24 @@ class CheckpointError(ValueError):
 
 def _manager(workdir, create: bool) -> ocp.CheckpointManager:
   # Old checkpoints are deleted here, once the new one's checksums are written.
+  folder = pathlib.Path(workdir).absolute() / CHECKPOINT_DIR
+  alone = {}
+  if jax.process_count() > 1:
+    # In a run across processes only process 0 saves (a host-local copy of
+    # the replicated state) and restores: orbax must not wait for the others.
+    me = jax.process_index()
+    alone = {
+      "multiprocessing_options": ocp.options.MultiprocessingOptions(
+        primary_host=me, active_processes={me}
+      )
+    }
+    if create:  # orbax refuses create=True with active_processes
+      folder.mkdir(parents=True, exist_ok=True)
+      create = False
   options = ocp.CheckpointManagerOptions(
-    max_to_keep=None, create=create, enable_async_checkpointing=False
+    max_to_keep=None, create=create, enable_async_checkpointing=False, **alone
   )
-  return ocp.CheckpointManager(
-    pathlib.Path(workdir).absolute() / CHECKPOINT_DIR, options=options
-  )
+  return ocp.CheckpointManager(folder, options=options)
 
 
 def checkpoint_steps(workdir) -> list[int]:

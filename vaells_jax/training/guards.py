@@ -87,6 +87,16 @@ def check_data(config: Config, data: SyntheticData) -> None:
       f"anchor set per class), got [{labels.min()}, "
       f"{labels.max()}]."
     )
+  if jax.process_count() > 1 and not config.data_parallel:
+    raise ValueError(
+      f"This run has {jax.process_count()} processes: they train one model "
+      "together only with config.data_parallel=true."
+    )
+  if jax.process_count() > 1 and config.population > 1:
+    raise ValueError(
+      f"config.population={config.population}: a population trains in one "
+      "process; across processes use config.population=1."
+    )
   if config.data_parallel and config.batch_size % jax.device_count():
     raise ValueError(
       f"config.batch_size={config.batch_size} cannot be split evenly over "

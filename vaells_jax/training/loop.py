@@ -9,6 +9,7 @@ the latest checkpoint bit for bit.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import time
 from typing import Any, Callable
@@ -27,6 +28,13 @@ from vaells_jax.training.checkpoint import (
   restore_checkpoint,
   save_checkpoint,
   saved_steps,
+)
+from vaells_jax.training.distributed import (
+  broadcast_from_main,
+  checkpointable,
+  host_local,
+  is_main,
+  replicate,
 )
 from vaells_jax.training.guards import (
   TrainingDiverged,
@@ -180,6 +188,10 @@ def _truncate_metrics(path: pathlib.Path, last_step: int, log=print) -> None:
   atomic_write_text(path, "".join(kept))
 
 
+def _quiet(line: str) -> None:
+  """The log of processes other than 0."""
+
+
 def _first_line(error: Exception) -> str:
   return " ".join(str(error).split()) or type(error).__name__
 
@@ -219,9 +231,15 @@ def train(
   ``progress(done, num_steps)``, if given, is called after every step (a
   progress bar).
 
+  In a run across processes (:mod:`vaells_jax.training.distributed`) every
+  process calls this alike; process 0 alone logs and reads and writes
+  ``workdir``, and the others start from its (initial or resumed) state.
+
   Returns:
-    ``(state, info)`` with ``info = {"steps", "train_time_s",
-    "compile_time_s", "resumed_from_step"}``; ``train_time_s`` is the time
+    ``(state, info)``: the state on this process's devices (across
+    processes, a copy of the replicated state on its first device), and
+    ``info = {"steps", "train_time_s", "compile_time_s",
+    "resumed_from_step"}``; ``train_time_s`` is the time
     spent stepping after the first step, ``compile_time_s`` that first step
     (compilation included), so their sum is the whole loop.
 
@@ -237,32 +255,43 @@ def train(
   """
   check_data(config, data)
   workdir = pathlib.Path(workdir)
-  found = saved_steps(workdir)
+  main = is_main()  # across processes, process 0 alone touches the workdir
+  if not main:
+    log = _quiet
+  found = saved_steps(workdir) if main else []
   if found and not resume:
     raise ValueError(
       f"{workdir} already holds checkpoints (steps "
       f"{found}); resume that run or use an empty "
       "workdir."
     )
-  workdir.mkdir(parents=True, exist_ok=True)
+  if main:
+    workdir.mkdir(parents=True, exist_ok=True)
   identity = run_identity(config, data)
   log(f"building the {config.model} model ...")
   key = jax.random.PRNGKey(config.seed)
   state = init(key, config, data)
   if found:
-    state = restore_checkpoint(workdir, state, identity=identity)
+    state = restore_checkpoint(workdir, checkpointable(state), identity=identity)
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:
     log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
+  state = broadcast_from_main(state)
   first_step = int(state.step)
-  metrics_path = workdir / METRICS_NAME
-  _truncate_metrics(metrics_path, first_step if resume else -1, log)
+  metrics_path = workdir / METRICS_NAME if main else pathlib.Path(os.devnull)
+  if main:
+    _truncate_metrics(metrics_path, first_step if resume else -1, log)
 
   mesh = data_parallel_mesh() if config.data_parallel else None
   step_fn = make_step(config, data.data_dim, mesh)
   place = _batch_placement(mesh)
   if mesh is not None:
-    state = jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
+    state = replicate(state, mesh)
+
+  def save(state):
+    if main:
+      save_checkpoint(workdir, checkpointable(state), identity)
+
   x = np.asarray(data.x_train, np.float32)
   labels = np.asarray(data.labels_train, np.int32)
   step_key = jax.random.PRNGKey(config.seed + 1)
@@ -325,20 +354,20 @@ def train(
             f"warning: the last {int(np.min(state.bad_streak))} steps had a "
             "non-finite loss"
           )
-        save_checkpoint(workdir, state, identity)
+        save(state)
         if signals:
           raise TrainingInterrupted(signals[0], done)
       elif signals:
         # Failed steps change no parameters, so this state is resumable too.
-        save_checkpoint(workdir, state, identity)
+        save(state)
         raise TrainingInterrupted(signals[0], done)
       elif done % config.checkpoint_every == 0:
         if int(np.min(state.bad_streak)) == 0:
-          save_checkpoint(workdir, state, identity)
+          save(state)
         else:
           log(f"step {done}: checkpoint skipped while steps are failing")
   train_time = time.perf_counter() - start - compile_time
-  return state, {
+  return host_local(state), {
     "steps": config.num_steps,
     "train_time_s": train_time,
     "compile_time_s": compile_time,
