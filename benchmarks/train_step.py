@@ -1,15 +1,21 @@
 """Training-step time of each experiment, against the original method of inference.
 
-For every experiment config, times one jitted VAELLS training step (after
-warm-up, so the step infers coefficients) twice, in one run and on the same
-state, batch and key:
+For every experiment config, times one jitted VAELLS training step that infers
+coefficients twice, in one run, alternating, on the same state, batch and key:
 
-* ``vaells_jax``: the library's step, one batched proximal-gradient solve;
-* ``scipy_cg``: the same step with the original research code's inference
-  swapped in: per pair and per restart ``scipy.optimize.minimize(method="CG",
-  maxiter=50)`` with the analytic gradient (:mod:`vaells_jax.core.reference`),
-  called from the step through ``jax.pure_callback``, from the same starts.
+* ``vaells_jax``: the library's step, one batched solve of all pairs;
+* ``original``: the same jitted step with the original research code's
+  inference swapped in (:func:`original_method.original_step_coefficients`,
+  through ``jax.pure_callback``): per pair, anchor and restart,
+  ``scipy.optimize.minimize(method="CG", options={"maxiter": 50},
+  tol=10^-7)`` (``10^-7`` is XOR in Python, -13: never met, so CG stops at 50
+  iterations or a failed line search) with its eigendecomposition gradient,
+  posterior pairs from one start in U[0, 1], prior restart ``r`` from
+  U[-2.5 + 2.5 r, 2.5 r]; float64; BLAS pinned to one thread.
 
+The synthetic experiments' state is the library's own training state after
+``--at-step`` steps (default 1000); the MNIST experiments' is the initial
+state with its step set past warm-up (their warm-up is 30 000 steps).
 Compile time is reported apart from the steady-state time (minimum and median
 over repeats, after ``block_until_ready``). For configs with a warm-up (the
 MNIST experiments), a warm-up step (reconstruction only, no inference) is
@@ -19,8 +25,8 @@ timed too, and the training time of the whole budget is estimated as
 
 Usage::
 
-    python benchmarks/train_step.py            # 5 repeats
-    python benchmarks/train_step.py --quick    # CI smoke mode (1 repeat)
+    python benchmarks/train_step.py --experiments concentric,swiss_roll
+    python benchmarks/train_step.py --quick    # CI smoke mode (batch of 4)
     python benchmarks/train_step.py --budget=cpu   # MNIST steps as configured
                                                    # for the CPU budget
 """
@@ -28,180 +34,165 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import pathlib
 import sys
-from unittest import mock
-
-import jax
-import jax.numpy as jnp
-import numpy as np
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import original_method as om  # noqa: E402  (first: pins BLAS threads)
+
+# isort: split
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 import vaells_jax  # noqa: E402
-from experiments.run import make_data  # noqa: E402
-from vaells_jax.core.inference import InferenceResult, solver_starts  # noqa: E402
-from vaells_jax.core.reference import infer_pairs_cg  # noqa: E402
-from vaells_jax.models import vaells as model_lib  # noqa: E402
 from vaells_jax.training import step as train  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from inference_speed import timed  # noqa: E402
-
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
-DEFAULT_MNIST = ROOT.parent / "shared" / "data" / "mnist"
-CG_ITERATIONS = 50  # the original code's setting
+QUICK_BATCH = 4
 
 
-def cg_infer_coefficients(
-  psi,
-  z0,
-  z1,
-  *,
-  l1_weight,
-  key,
-  num_restarts=1,
-  init_range=(0.0, 1.0),
-  max_iter=None,
-  tol=None,
-  method=None,
-):
-  """``infer_coefficients`` with the original per-pair scipy CG inside.
-
-  Same signature, same starts (:func:`vaells_jax.core.inference.solver_starts`)
-  and same result type; ``max_iter``, ``tol`` and ``method`` are ignored for
-  the original method's 50 CG iterations.
-  """
-  del max_iter, tol, method
-  num_ops = psi.shape[0]
-  batch = jnp.broadcast_shapes(
-    z0.shape[:-1],
-    z1.shape[:-1],
-    jnp.shape(l1_weight),
-    jnp.shape(init_range[0]),
-    jnp.shape(init_range[1]),
-  )
-  flat = lambda a, tail=(): jnp.broadcast_to(a, batch + tail).reshape(  # noqa: E731
-    (-1,) + tail
-  )
-  z0, z1 = flat(z0, z0.shape[-1:]), flat(z1, z1.shape[-1:])
-  l1, lo, hi = flat(l1_weight), flat(init_range[0]), flat(init_range[1])
-  init = solver_starts(key, num_restarts, num_ops, lo, hi)
-
-  def host(psi, z0, z1, l1, init):
-    coeffs, objective = infer_pairs_cg(psi, z0, z1, l1, init, CG_ITERATIONS)
-    return coeffs.astype(np.float32), objective.astype(np.float32)
-
-  shapes = (
-    jax.ShapeDtypeStruct(init.shape[1:], jnp.float32),
-    jax.ShapeDtypeStruct(init.shape[1:2], jnp.float32),
-  )
-  coeffs, objective = jax.pure_callback(host, shapes, psi, z0, z1, l1, init)
-  return InferenceResult(
-    coeffs.reshape(batch + (num_ops,)),
-    objective.reshape(batch),
-    jnp.full(batch, CG_ITERATIONS, jnp.int32),
-    jnp.ones(batch, bool),
-  )
-
-
-def _times(fn, repeats):
-  first, best, median, _ = timed(fn, repeats)
-  return {"first_s": first, "min_s": best, "median_s": median}
+def _interleaved(fns: dict, repeats: int) -> dict:
+  """First-call and min / median seconds of each of ``fns``, alternating."""
+  first, times = {}, {name: [] for name in fns}
+  for name, fn in fns.items():
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    first[name] = time.perf_counter() - start
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      jax.block_until_ready(fn())
+      times[name].append(time.perf_counter() - start)
+  return {
+    name: {
+      "first_s": first[name],
+      "min_s": min(times[name]),
+      "median_s": float(np.median(times[name])),
+    }
+    for name in fns
+  }
 
 
 def run_experiment(
-  name: str, repeats: int, budget: str = "paper", mnist_dir=DEFAULT_MNIST
+  name: str,
+  repeats: int,
+  budget: str = "paper",
+  mnist_dir=om.DEFAULT_MNIST,
+  at_step: int = 1000,
+  **overrides,
 ) -> dict:
-  module = importlib.import_module(f"experiments.configs.{name}")
-  config = module.get_config(budget if name.endswith("mnist") else "paper")
-  data = make_data(name, config, mnist_dir)
-  model = model_lib.Model.create(config, data.data_dim)
-  state = train.init_state(jax.random.PRNGKey(0), config, data.anchors, data.data_dim)
-  # A step past warm-up, so that it infers coefficients.
-  state = state.replace(step=jnp.asarray(config.warmup_steps, jnp.int32))
-  batch = {
-    "x": jnp.asarray(data.x_train[: config.batch_size], jnp.float32),
-    "label": jnp.asarray(data.labels_train[: config.batch_size]),
-  }
-  key = jax.random.PRNGKey(1)
-  ours = train.make_train_step(model)
-  with mock.patch.object(model_lib, "infer_coefficients", cg_infer_coefficients):
-    original = train.make_train_step(model)
-    original_time = _times(lambda: original(state, batch, key), repeats)
-  our_time = _times(lambda: ours(state, batch, key), repeats)
+  config, data, model = om.experiment(name, budget, mnist_dir, **overrides)
+  if config.warmup_steps:
+    state = train.init_state(
+      jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
+    )
+    at_step = config.warmup_steps  # past warm-up, so that it infers coefficients
+    state = state.replace(step=jnp.asarray(at_step, jnp.int32))
+  else:
+    state = om.trained_state(config, data, model, at_step)
+  batch, key = om.step_batch(config, data, at_step)
+  ours, original = train.make_train_step(model), om.original_train_step(model)
+  times = _interleaved(
+    {
+      "vaells_jax": lambda: ours(state, batch, key),
+      "original": lambda: original(state, batch, key),
+    },
+    repeats,
+  )
+  our_time, original_time = times["vaells_jax"], times["original"]
   warmup_s = 0.0
   if config.warmup_steps:  # The same for both methods: no inference.
     warm = state.replace(step=jnp.asarray(0, jnp.int32))
-    warmup_s = _times(lambda: ours(warm, batch, key), repeats)["min_s"]
+    warmup_s = _interleaved({"w": lambda: ours(warm, batch, key)}, repeats)["w"]
+    warmup_s = warmup_s["min_s"]
   anchors = config.rotation_anchors or data.anchors.shape[1]
-  pairs = config.batch_size * config.num_samples * (1 + anchors)
   rest = config.num_steps - config.warmup_steps
   return {
     "experiment": name,
-    "pair_solves_per_step": pairs * config.num_restarts,
+    "at_step": at_step,
+    "batch_size": config.batch_size,
+    "pair_solves_per_step": om.our_pair_solves(config, anchors),
+    "original_pair_solves_per_step": om.original_pair_solves(config, anchors),
+    "inference_max_iter": config.inference_max_iter,
     "vaells_jax": our_time,
-    "scipy_cg": original_time,
+    "original": original_time,
     "speedup": original_time["min_s"] / our_time["min_s"],
+    "speedup_median": original_time["median_s"] / our_time["median_s"],
     "warmup_step_s": warmup_s,
     "estimated_training_s": {
-      method: config.warmup_steps * warmup_s + rest * times["min_s"]
-      for method, times in (("vaells_jax", our_time), ("scipy_cg", original_time))
+      method: config.warmup_steps * warmup_s + rest * t["min_s"]
+      for method, t in (("vaells_jax", our_time), ("original", original_time))
     },
   }
 
 
 def main(argv=None) -> list[dict]:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true", help="1 repeat (CI)")
+  parser.add_argument(
+    "--quick", action="store_true", help=f"1 repeat, batch of {QUICK_BATCH} (CI)"
+  )
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--experiments", default=",".join(EXPERIMENTS))
+  parser.add_argument(
+    "--at-step", type=int, default=None, help="synthetic state (default 1000)"
+  )
   parser.add_argument(
     "--budget",
     default="paper",
     choices=("paper", "cpu"),
     help="config of the MNIST experiments",
   )
-  parser.add_argument("--mnist-dir", default=str(DEFAULT_MNIST))
+  parser.add_argument("--mnist-dir", default=str(om.DEFAULT_MNIST))
+  parser.add_argument("--json", default=None, help="also write the rows here")
   args = parser.parse_args(argv)
   repeats = args.repeats or (1 if args.quick else 5)
+  at_step = args.at_step if args.at_step is not None else 0 if args.quick else 1000
+  overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
   print(
     f"device={jax.devices()[0]} jax={jax.__version__} "
     f"vaells_jax={vaells_jax.__version__} repeats={repeats} "
-    f"mnist budget={args.budget}"
+    f"mnist budget={args.budget} blas_pinned={om.BLAS_PINNED}"
   )
   rows = [
-    run_experiment(name, repeats, args.budget, args.mnist_dir)
+    run_experiment(name, repeats, args.budget, args.mnist_dir, at_step, **overrides)
     for name in args.experiments.split(",")
   ]
   print(
-    "| experiment | pair-solves/step | vaells_jax step ms (min / median) "
-    "| compile s | scipy CG step ms (min / median) | speedup |"
+    "| experiment | pair-solves/step, ours / original | vaells_jax step ms "
+    "(min / median) | compile s | original step ms (min / median) "
+    "| speedup (min, median) |"
   )
   print("|---|---|---|---|---|---|")
   for r in rows:
-    ours, cg = r["vaells_jax"], r["scipy_cg"]
+    ours, cg = r["vaells_jax"], r["original"]
     print(
-      f"| {r['experiment']} | {r['pair_solves_per_step']} "
+      f"| {r['experiment']} (step {r['at_step']}) | {r['pair_solves_per_step']} / "
+      f"{r['original_pair_solves_per_step']} "
       f"| {1e3 * ours['min_s']:.1f} / {1e3 * ours['median_s']:.1f} "
       f"| {ours['first_s'] - ours['median_s']:.1f} "
       f"| {1e3 * cg['min_s']:.0f} / {1e3 * cg['median_s']:.0f} "
-      f"| {r['speedup']:.0f}x |"
+      f"| {r['speedup']:.0f}x, {r['speedup_median']:.0f}x |"
     )
   print()
   print(
     "| experiment | warm-up step ms | estimated training, vaells_jax "
-    "| estimated training, scipy CG |"
+    "| estimated training, original |"
   )
   print("|---|---|---|---|")
   for r in rows:
     est = r["estimated_training_s"]
     print(
       f"| {r['experiment']} | {1e3 * r['warmup_step_s']:.1f} "
-      f"| {est['vaells_jax'] / 3600:.2f} h | {est['scipy_cg'] / 3600:.2f} h |"
+      f"| {est['vaells_jax'] / 3600:.2f} h | {est['original'] / 3600:.2f} h |"
     )
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(rows, f, indent=2)
   return rows
 
 

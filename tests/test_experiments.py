@@ -155,7 +155,8 @@ def test_benchmark_quick_mode():
   for r in rows:
     assert r["pairs_per_s"]["batched"] > 0
     assert all(np.isfinite(v) for v in r["median_objective"].values())
-  # The per-seed check against CG from the solver's own starts: on the
+  # The per-seed check against CG at its default tolerance from the solver's
+  # own starts: on the
   # concentric pairs the default proximal gradient ends above CG at the median.
   (case,) = [c for c in inference_speed.CASES if c.name == "concentric"]
   check = inference_speed.objective_check(case, ["default"], [0])["default"]
@@ -168,14 +169,28 @@ def test_train_step_benchmark_quick_mode():
   import train_step
 
   (row,) = train_step.main(["--quick", "--experiments=concentric"])
-  assert row["pair_solves_per_step"] == 120
-  assert row["vaells_jax"]["min_s"] > 0 and row["scipy_cg"]["min_s"] > 0
+  # Batch of 4, 3 anchors, 1 restart: 4 (1 + 3) pairs for both methods.
+  assert row["pair_solves_per_step"] == 16
+  assert row["original_pair_solves_per_step"] == 16
+  assert row["vaells_jax"]["min_s"] > 0 and row["original"]["min_s"] > 0
   assert row["speedup"] > 1  # the batched solve beats a Python loop of scipy CG
   # No warm-up in concentric: the estimate is the steps times the step time.
   assert row["warmup_step_s"] == 0
   np.testing.assert_allclose(
     row["estimated_training_s"]["vaells_jax"], 4000 * row["vaells_jax"]["min_s"]
   )
+
+
+def test_original_pairs_benchmark_quick_mode():
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import original_pairs
+
+  (row,) = original_pairs.main(["--quick", "--experiments=swiss_roll"])
+  # Batch of 4, 4 anchors, 2 restarts: the original solves 4 + 4 * 4 * 2.
+  assert row["original_pair_solves"] == 36 and row["our_pair_solves"] == 40
+  assert row["posterior"]["pairs"] == 4 and row["prior"]["pairs"] == 16
+  assert 0 <= row["prior"]["as_good_fraction"] <= 1
+  assert row["step_s"]["original"][0] > row["step_s"]["vaells_jax"][0] > 0
 
 
 def test_whole_run_benchmark_quick_mode():

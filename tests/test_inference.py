@@ -15,7 +15,7 @@ import scipy.linalg
 
 from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.core.inference import DEFAULT_MAX_ITER, solver_starts
-from vaells_jax.core.reference import infer_pairs_cg
+from vaells_jax.core.reference import default_tol_cg_pairs
 
 # Rotation problem: restarts r = 0..3 start in [-3.5 + 1.75 r, -1.75 + 1.75 r),
 # which together cover [-3.5, 3.5). Twelve angles, so that the [3, 4]
@@ -64,7 +64,8 @@ def rotation_f32(rotation_psi):
 
 @pytest.fixture(scope="module")
 def random_solutions(random_problem):
-  """Default-settings JAX solutions and the scipy CG reference, per dtype.
+  """Default-settings JAX solutions and scipy CG at its default tolerance
+  (``default_tol_cg_pairs``, not the original's setting), per dtype.
 
   Both solvers start from the same coefficients: the reference gets the
   starts the JAX solver draws from ``key``.
@@ -85,7 +86,7 @@ def random_solutions(random_problem):
         "starts": np.asarray(starts),
       }
     # The reference sees the same float values the JAX solver saw.
-    cg_coeffs, cg_objective = infer_pairs_cg(
+    cg_coeffs, cg_objective = default_tol_cg_pairs(
       *(np.asarray(problem[k], dtype) for k in ("psi", "z0", "z1")),
       RANDOM_L1,
       solutions[dtype]["starts"],
@@ -266,7 +267,7 @@ def test_lm_beats_proximal_gradient_on_stiff_anchor_pairs():
   starts = np.asarray(
     _solver_starts(key, 1, num_pairs, num_ops, (-2.5, 2.5), jnp.float32)
   )
-  _, cg = infer_pairs_cg(psi, z0, z1, l1, starts, max_iter=50)
+  _, cg = default_tol_cg_pairs(psi, z0, z1, l1, starts, max_iter=50)
   data = lambda r: (
     np.asarray(r.objective)
     - l1
