@@ -47,6 +47,7 @@ with warnings.catch_warnings():  # "JAXopt is no longer maintained": known, and
   from jaxopt.prox import prox_lasso
 
 from vaells_jax.core.expm import expm_small
+from vaells_jax.core.pgd import solve_pgd
 from vaells_jax.core.transport import _transport, check_psi, generator
 
 __all__ = [
@@ -62,7 +63,7 @@ __all__ = [
 
 # Iterations when ``max_iter`` is not given: proximal-gradient iterations for
 # "fista", Levenberg-Marquardt iterations for "lm".
-DEFAULT_MAX_ITER = {"fista": 100, "lm": 20}
+DEFAULT_MAX_ITER = {"fista": 100, "lm": 20, "pgd": 100}
 DEFAULT_TOL = 1e-4
 METHODS = tuple(DEFAULT_MAX_ITER)
 _LM_SMOOTHING = 1e-3  # eps of the smoothed l1 term sqrt(c^2 + eps^2).
@@ -375,6 +376,11 @@ def solver_starts(key, num_restarts, num_ops, lo, hi):
   return init + offsets * (hi - lo)
 
 
+def _solve_pgd(init, psi, z0, z1, l1_weight, max_iter, tol):
+  """The ``"pgd"`` method (:mod:`vaells_jax.core.pgd`): ``[R, N]`` results."""
+  return solve_pgd(init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol)
+
+
 @functools.partial(
   jax.jit, static_argnames=("num_restarts", "max_iter", "tol", "method")
 )
@@ -398,7 +404,7 @@ def _infer_flat(
     unroll=False,
   )
 
-  if method == "fista":
+  if method in ("fista", "pgd"):
     solver = proximal(maxiter=max_iter)
 
     def solve_one(c0, a, b, lam):
@@ -430,8 +436,11 @@ def _infer_flat(
       params, polished = polish.run(c1, lam, psi, a, b)
       return params, state.iter_num + polished.iter_num, polished.error
 
-  solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
-  coeffs, num_iter, error = solve(init, z0, z1, l1_weight)
+  if method == "pgd":
+    coeffs, num_iter, error = _solve_pgd(init, psi, z0, z1, l1_weight, max_iter, tol)
+  else:
+    solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
+    coeffs, num_iter, error = solve(init, z0, z1, l1_weight)
   # A start outside expm_small's range gave the solver no gradient to follow.
   error = jnp.where(jnp.isfinite(_data_term(init, psi, z0, z1)), error, jnp.inf)
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
