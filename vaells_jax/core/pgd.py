@@ -7,25 +7,26 @@ Minimises, for every pair at once,
 with a fixed amount of work per iteration and per pair, so that a batch costs
 what its pairs cost, not what its worst pair costs (a vmapped backtracking
 line search runs as many trials as the pair that needs the most). Each
-iteration evaluates ``f`` and its gradient at the extrapolated point ``y`` and
-``f`` alone at the proximal step ``x+ = prox(y - t grad f(y))``:
+iteration evaluates ``f`` and its gradient at the extrapolated point ``y``
+(one fused pass) and ``f`` alone at four proximal steps ``x+ = prox(y - s t
+grad f(y))``, ``s`` in ``(2, 1, 1/2, 1/4)``, evaluated together:
 
-* step control per pair: ``x+`` is accepted if ``f(x+)`` lies below the
-  quadratic model ``f(y) + <g, x+ - y> + ||x+ - y||^2 / (2 t)`` (the
-  backtracking test of FISTA); an accepted step lets ``t`` grow (at most
-  twice, at most to the inverse curvature measured along the step), a
-  rejected one shrinks it (to ``0.9 /`` the measured curvature, between 0.1
-  and 0.5 times) and the pair retries from ``y`` at the next iteration. The
-  step is carried across iterations and starts at ``1 / sum_m ||psi_m
-  z1||^2``, the Gauss-Newton curvature at a solution of a commuting
-  dictionary;
-* monotone: an accepted ``x+`` whose objective ``F`` is above the current
+* step control per pair: a trial passes if ``f(x+)`` lies below the quadratic
+  model ``f(y) + <g, x+ - y> + ||x+ - y||^2 / (2 s t)`` (the backtracking
+  test of FISTA); the longest that passes is taken and its step ``s t``
+  becomes the pair's ``t``, so ``t`` can double every iteration. If none
+  passes, ``t`` shrinks to put the longest next trial at 0.9 / (the curvature
+  measured along the shortest) and the pair retries from ``y``. The step is
+  carried across iterations and starts at ``1 / sum_m ||psi_m z1||^2``, the
+  Gauss-Newton curvature at a solution of a commuting dictionary;
+* monotone: a passing ``x+`` whose objective ``F`` is above the current
   iterate's is not taken; the momentum restarts from the current iterate
   instead (O'Donoghue and Candes' function restart), so ``F`` never increases
   and the final iterate is the best one;
-* a pair stops (its state frozen) once an accepted step has a
-  proximal-gradient mapping ``||x+ - y|| / t`` at most ``tol``; the loop ends
-  when every pair has stopped or after ``max_iter`` iterations.
+* a pair stops (its state frozen) once a taken step has a proximal-gradient
+  mapping ``||x+ - y|| / (s t)`` at most ``tol``; the loop ends when every
+  pair has stopped (checked every :data:`_BLOCK` iterations) or after
+  ``max_iter`` iterations.
 
 Pairs lie on the last (minor) axis of every array, so each operation is
 elementwise over contiguous pairs and vectorises; for ``d = 2`` the matrix
@@ -53,7 +54,10 @@ from vaells_jax.core.expm import (
 __all__ = ["CHUNK", "solve_pgd"]
 
 CHUNK = 2048  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
-_GROW, _SHRINK, _MIN_SHRINK = 2.0, 0.5, 0.1
+# Trial steps per iteration, as multiples of the pair's step t: the longest
+# that passes the step test is taken and becomes the next t.
+_SCALES = (2.0, 1.0, 0.5, 0.25)
+_MIN_SHRINK = 0.1
 _MAX_STEP = 1e6
 _BLOCK = 10  # iterations between checks that every pair has stopped
 
@@ -150,10 +154,15 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
 
 def _data_general(coeffs, psi, z0, z1):
   """``f`` of each pair for any ``d`` (:func:`expm_small`), ``[P]``."""
+  shape = coeffs[0].shape
+  coeffs = [c.reshape(-1) for c in coeffs]
+  z0, z1 = (
+    jnp.broadcast_to(z, z.shape[:1] + shape).reshape(len(z), -1) for z in (z0, z1)
+  )
   generator = sum(psi[m, :, :, None] * coeffs[m] for m in range(psi.shape[0]))
   operator = expm_small(jnp.moveaxis(generator, -1, 0))  # [P, d, d]
   residual = z1.T - jnp.sum(operator * z0.T[:, None, :], axis=-1)
-  return 0.5 * jnp.sum(residual**2, axis=-1)
+  return 0.5 * jnp.sum(residual**2, axis=-1).reshape(shape)
 
 
 def _data(index, coeffs, psi, z0, z1):
@@ -202,41 +211,69 @@ class _State(NamedTuple):
   num_iter: jax.Array  # iterations run [P]
 
 
-def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
-  """Per pair: accept the trial or not, the next step, the momentum weight.
+def _passes(f_y, f_trial, sq, slope, step):
+  """The step test: ``f(x+) <= f(y) + <g, x+ - y> + ||x+ - y||^2 / (2 t)``.
 
-  Returns:
-    ``(take, accepted, step, beta, objective, error, done)``, each ``[P]``:
-    ``take``: the trial becomes the iterate; ``accepted``: it passed the
-    step test (``take`` or a momentum restart).
+  Returns ``(passed, excess)``, ``excess = f(x+) - f(y) - <g, x+ - y>``
+  (half the curvature of ``f`` along the step times its squared length). A
+  tolerance absorbs rounding of ``f`` near convergence.
   """
-  step = state.step
-  finite = jnp.isfinite(f_y) & jnp.isfinite(f_trial)
-  # Curvature of f along the step; the step passes if it is <= 1 / t. The
-  # tolerance absorbs rounding of f near convergence.
   rounding = 8 * jnp.finfo(f_y.dtype).eps * (jnp.abs(f_y) + jnp.abs(f_trial))
   excess = f_trial - f_y - slope
-  ok = finite & (excess <= 0.5 * sq / step + rounding)
-  inverse_curvature = 0.5 * sq / jnp.maximum(excess, 1e-30)
-  grown = jnp.clip(inverse_curvature, step, _GROW * step)
-  shrunk = jnp.where(
-    finite & (excess > 0),
-    jnp.clip(0.9 * inverse_curvature, _MIN_SHRINK * step, _SHRINK * step),
-    _MIN_SHRINK * step,
+  finite = jnp.isfinite(f_y) & jnp.isfinite(f_trial)
+  return finite & (excess <= 0.5 * sq / step + rounding), excess
+
+
+def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
+  """Per pair: which trial to take, the next step, the momentum.
+
+  Args:
+    state: the :class:`_State` before the iteration.
+    f_y: ``f(y)``, ``[P]``.
+    f_trial, sq, slope, penalty: ``f(x+)``, ``||x+ - y||^2``, ``<g, x+ -
+      y>`` and ``l1 ||x+||_1`` of the trial with step ``_SCALES[k] t``, each
+      ``[K, P]``.
+    tol: stopping tolerance.
+
+  Returns:
+    ``(choice, take, accepted, step, beta, objective, error, done, theta)``,
+    each ``[P]``: ``choice``: the index of the first (longest) trial that
+    passed, else the last; ``take``: it becomes the iterate; ``accepted``: a
+    trial passed the step test (``take``, or a momentum restart where it did
+    not lower ``F``).
+  """
+  step = state.step
+  scales = jnp.asarray(_SCALES, step.dtype)[:, None]
+  passed, excess = _passes(f_y, f_trial, sq, slope, scales * step)
+  ok = jnp.any(passed, axis=0)
+  choice = jnp.where(ok, jnp.argmax(passed, axis=0), len(_SCALES) - 1)
+  pick = lambda a: jnp.take_along_axis(a, choice[None], axis=0)[0]  # noqa: E731
+  scale = pick(jnp.broadcast_to(scales, f_trial.shape))
+  # None passed: the next longest trial is 0.9 / (the curvature measured
+  # along the shortest step).
+  inverse_curvature = 0.5 * sq[-1] / jnp.maximum(excess[-1], 1e-30)
+  shortest = _SCALES[-1] * step
+  shrunk = (
+    jnp.where(
+      jnp.isfinite(f_trial[-1]) & (excess[-1] > 0),
+      jnp.clip(0.9 * inverse_curvature, _MIN_SHRINK * shortest, 0.9 * shortest),
+      _MIN_SHRINK * shortest,
+    )
+    / _SCALES[0]
   )
   active = ~state.done
-  new_step = jnp.minimum(jnp.where(ok, grown, shrunk), _MAX_STEP)
-  new_step = jnp.where(active, new_step, step)
-  objective = f_trial + penalty
-  take = active & ok & (objective <= state.objective)
+  new_step = jnp.minimum(jnp.where(ok, scale * step, shrunk), _MAX_STEP)
+  objective = pick(f_trial + penalty)
+  accepted = active & ok
+  take = accepted & (objective <= state.objective)
   theta = state.theta
   next_theta = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * theta * theta))
-  error = jnp.sqrt(sq) / step
-  accepted = active & ok
+  error = jnp.sqrt(pick(sq)) / (scale * step)
   return (
+    choice,
     take,
     accepted,
-    new_step,
+    jnp.where(active, new_step, step),
     (theta - 1.0) / next_theta,
     jnp.where(take, objective, state.objective),
     jnp.where(accepted, error, state.error),
@@ -250,29 +287,29 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
   x, y, step = state.x, state.y, state.step
   f_y, grad = _value_and_grad(index, y, psi, z0, z1)
   grad = tuple(jnp.where(jnp.isfinite(f_y) & jnp.isfinite(g), g, 0.0) for g in grad)
-  trial = tuple(
-    _soft_threshold(u - step * g, step * l1) for u, g in zip(y, grad, strict=True)
+  # All trials at once, [K, P]: one evaluation of f on K P points.
+  t = jnp.asarray(_SCALES, step.dtype)[:, None] * step
+  trials = tuple(
+    _soft_threshold(u - t * g, t * l1) for u, g in zip(y, grad, strict=True)
   )
-  f_trial = _data(index, trial, psi, z0, z1)
-  diff = tuple(u - v for u, v in zip(trial, y, strict=True))
-  penalty = l1 * sum(jnp.abs(u) for u in trial)
-  take, accepted, step, beta, objective, error, done, theta = _materialize(
+  diff = tuple(u - v for u, v in zip(trials, y, strict=True))
+  choice, take, accepted, step, beta, objective, error, done, theta = _materialize(
     index,
-    lambda *args: _decide(state, *args, tol),
-    f_y,
-    f_trial,
+    lambda *args: _decide(state, f_y, *args, tol),
+    _data(index, trials, psi, z0, z1),
     _dot(diff, diff),
     _dot(grad, diff),
-    penalty,
+    l1 * sum(jnp.abs(u) for u in trials),
   )
+  chosen = tuple(jnp.take_along_axis(u, choice[None], axis=0)[0] for u in trials)
   # Taken: extrapolate; accepted but worse than x: restart the momentum
-  # from x; rejected: retry from y with the smaller step.
+  # from x; rejected: retry from y with smaller steps.
   y = tuple(
-    jnp.where(take, t + beta * (t - u), jnp.where(accepted, u, v))
-    for t, u, v in zip(trial, x, y, strict=True)
+    jnp.where(take, c + beta * (c - u), jnp.where(accepted, u, v))
+    for c, u, v in zip(chosen, x, y, strict=True)
   )
   return _State(
-    x=tuple(jnp.where(take, t, u) for t, u in zip(trial, x, strict=True)),
+    x=tuple(jnp.where(take, c, u) for c, u in zip(chosen, x, strict=True)),
     y=y,
     theta=theta,
     step=step,
