@@ -107,9 +107,8 @@ def run(d, m, n, max_iter, brute, dtype, seed=0):
     "within_2pc": np.mean(pgd <= fista * 1.02 + 1e-9),
   }
   if brute:
-    lo, hi = (jnp.full(n, v, jnp.float64) for v in INIT_RANGE)
-    with jax.enable_x64(True):
-      starts = np.asarray(solver_starts(key, 1, m, lo, hi))[0]
+    lo, hi = (jnp.full(n, v, dtype) for v in INIT_RANGE)
+    starts = np.asarray(solver_starts(key, 1, m, lo, hi), np.float64)[0]
     rng = np.random.default_rng(seed + 1)
     best = np.array(
       [brute_force(psi, z0[i], z1[i], starts[i], rng) for i in range(brute)]

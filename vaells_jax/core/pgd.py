@@ -19,10 +19,11 @@ grad f(y))``, ``s`` in ``(2, 1, 1/2, 1/4)``, evaluated together:
   measured along the shortest) and the pair retries from ``y``. The step is
   carried across iterations and starts at ``1 / sum_m ||psi_m z1||^2``, the
   Gauss-Newton curvature at a solution of a commuting dictionary;
-* monotone: a passing ``x+`` whose objective ``F`` is above the current
-  iterate's is not taken; the momentum restarts from the current iterate
-  instead (O'Donoghue and Candes' function restart), so ``F`` never increases
-  and the final iterate is the best one;
+* momentum: FISTA's extrapolation, never restarted (restarting it whenever
+  ``F`` rose made pgd end higher than fista on the rank-deficient ``M > d``
+  pairs, ``benchmarks/pgd_quality.py``); instead each pair keeps the iterate
+  of lowest ``F`` seen, and that is the result, so the result is never worse
+  than any iterate, the start included;
 * a pair stops (its state frozen) once a taken step has a proximal-gradient
   mapping ``||x+ - y|| / (s t)`` at most ``tol``; the loop ends when every
   pair has stopped (checked every :data:`_BLOCK` iterations) or after
@@ -201,8 +202,10 @@ class _State(NamedTuple):
   every operation is then elementwise over the pairs, and XLA:CPU fuses and
   vectorises it without gathering rows."""
 
-  x: tuple  # current iterate, F non-increasing
+  x: tuple  # current iterate (F may rise under momentum)
   y: tuple  # extrapolated point
+  best: tuple  # iterate of lowest F so far
+  best_objective: jax.Array  # its F [P]
   theta: jax.Array  # momentum parameter [P]
   step: jax.Array  # step size [P]
   objective: jax.Array  # F(x) [P]
@@ -236,11 +239,9 @@ def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
     tol: stopping tolerance.
 
   Returns:
-    ``(choice, take, accepted, step, beta, objective, error, done, theta)``,
-    each ``[P]``: ``choice``: the index of the first (longest) trial that
-    passed, else the last; ``take``: it becomes the iterate; ``accepted``: a
-    trial passed the step test (``take``, or a momentum restart where it did
-    not lower ``F``).
+    ``(choice, take, step, beta, objective, error, done, theta)``, each
+    ``[P]``: ``choice``: the index of the first (longest) trial that passed,
+    else the last; ``take``: a trial passed and becomes the iterate.
   """
   step = state.step
   scales = jnp.asarray(_SCALES, step.dtype)[:, None]
@@ -264,21 +265,19 @@ def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
   active = ~state.done
   new_step = jnp.minimum(jnp.where(ok, scale * step, shrunk), _MAX_STEP)
   objective = pick(f_trial + penalty)
-  accepted = active & ok
-  take = accepted & (objective <= state.objective)
+  take = active & ok
   theta = state.theta
   next_theta = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * theta * theta))
   error = jnp.sqrt(pick(sq)) / (scale * step)
   return (
     choice,
     take,
-    accepted,
     jnp.where(active, new_step, step),
     (theta - 1.0) / next_theta,
     jnp.where(take, objective, state.objective),
-    jnp.where(accepted, error, state.error),
+    jnp.where(take, error, state.error),
     state.done | (take & (error <= tol)),
-    jnp.where(take, next_theta, jnp.where(accepted, 1.0, theta)),
+    jnp.where(take, next_theta, theta),
   )
 
 
@@ -293,7 +292,7 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
     _soft_threshold(u - t * g, t * l1) for u, g in zip(y, grad, strict=True)
   )
   diff = tuple(u - v for u, v in zip(trials, y, strict=True))
-  choice, take, accepted, step, beta, objective, error, done, theta = _materialize(
+  choice, take, step, beta, objective, error, done, theta = _materialize(
     index,
     lambda *args: _decide(state, f_y, *args, tol),
     _data(index, trials, psi, z0, z1),
@@ -302,15 +301,18 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
     l1 * sum(jnp.abs(u) for u in trials),
   )
   chosen = tuple(jnp.take_along_axis(u, choice[None], axis=0)[0] for u in trials)
-  # Taken: extrapolate; accepted but worse than x: restart the momentum
-  # from x; rejected: retry from y with smaller steps.
+  # Taken: extrapolate (FISTA); rejected: retry from y with smaller steps.
   y = tuple(
-    jnp.where(take, c + beta * (c - u), jnp.where(accepted, u, v))
-    for c, u, v in zip(chosen, x, y, strict=True)
+    jnp.where(take, c + beta * (c - u), v) for c, u, v in zip(chosen, x, y, strict=True)
   )
+  improved = take & (objective < state.best_objective)
   return _State(
     x=tuple(jnp.where(take, c, u) for c, u in zip(chosen, x, strict=True)),
     y=y,
+    best=tuple(
+      jnp.where(improved, c, u) for c, u in zip(chosen, state.best, strict=True)
+    ),
+    best_objective=jnp.where(improved, objective, state.best_objective),
     theta=theta,
     step=step,
     objective=objective,
@@ -335,6 +337,8 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
   state = _State(
     x=coeffs,
     y=coeffs,
+    best=coeffs,
+    best_objective=jnp.where(jnp.isfinite(objective), objective, jnp.inf),
     theta=jnp.ones(num_pairs, dtype),
     step=step.astype(dtype),
     # A start outside expm's range has no finite objective to improve on.
@@ -361,7 +365,7 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     block,
     (0, state),
   )
-  return jnp.stack(state.x), state.num_iter, state.error
+  return jnp.stack(state.best), state.num_iter, state.error
 
 
 def solve_pgd(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
