@@ -269,8 +269,9 @@ def infer_coefficients(
       scalar or an array broadcasting with the pair shape (pairs with
       different start ranges can share one solve).
     max_iter: maximum iterations per start: proximal-gradient iterations
-      for ``"fista"`` and ``"pgd"``, Levenberg-Marquardt iterations for ``"lm"`` (which then
-      adds 10 proximal-gradient ones); ``None`` for ``DEFAULT_MAX_ITER[method]``.
+      for ``"fista"`` and ``"pgd"``, Levenberg-Marquardt iterations for
+      ``"lm"`` (which then adds 10 proximal-gradient ones); ``None`` for
+      ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance on the proximal-gradient mapping norm (and, for
       ``"lm"``, on the smoothed objective's gradient norm).
     method: ``"fista"``, ``"lm"`` or ``"pgd"`` (see above).
