@@ -157,8 +157,11 @@ def _data_general(coeffs, psi, z0, z1):
   """``f`` of each pair for any ``d`` (:func:`expm_small`), ``[P]``."""
   shape = coeffs[0].shape
   coeffs = [c.reshape(-1) for c in coeffs]
+  # z [d, P] against trials [K, P]: align the pair axis, then flatten.
+  expand = lambda z: z.reshape(z.shape[:1] + (1,) * (len(shape) - 1) + z.shape[1:])  # noqa: E731
   z0, z1 = (
-    jnp.broadcast_to(z, z.shape[:1] + shape).reshape(len(z), -1) for z in (z0, z1)
+    jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1)
+    for z in (z0, z1)
   )
   generator = sum(psi[m, :, :, None] * coeffs[m] for m in range(psi.shape[0]))
   operator = expm_small(jnp.moveaxis(generator, -1, 0))  # [P, d, d]
