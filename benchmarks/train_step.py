@@ -21,6 +21,8 @@ Usage::
 
     python benchmarks/train_step.py            # 5 repeats
     python benchmarks/train_step.py --quick    # CI smoke mode (1 repeat)
+    python benchmarks/train_step.py --experiments=concentric \
+      --inference-method=pgd                   # the step with the pgd solver
     python benchmarks/train_step.py --budget=cpu   # MNIST steps as configured
                                                    # for the CPU budget
 """
@@ -28,6 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import pathlib
 import sys
@@ -113,10 +116,16 @@ def _times(fn, repeats):
 
 
 def run_experiment(
-  name: str, repeats: int, budget: str = "paper", mnist_dir=DEFAULT_MNIST
+  name: str,
+  repeats: int,
+  budget: str = "paper",
+  mnist_dir=DEFAULT_MNIST,
+  inference_method: str | None = None,
 ) -> dict:
   module = importlib.import_module(f"experiments.configs.{name}")
   config = module.get_config(budget if name.endswith("mnist") else "paper")
+  if inference_method:
+    config = dataclasses.replace(config, inference_method=inference_method)
   data = make_data(name, config, mnist_dir)
   model = model_lib.Model.create(config, data.data_dim)
   state = train.init_state(jax.random.PRNGKey(0), config, data.anchors, data.data_dim)
@@ -165,6 +174,11 @@ def main(argv=None) -> list[dict]:
     help="config of the MNIST experiments",
   )
   parser.add_argument("--mnist-dir", default=str(DEFAULT_MNIST))
+  parser.add_argument(
+    "--inference-method",
+    default=None,
+    help="override config.inference_method (fista, lm, pgd) of the vaells_jax step",
+  )
   args = parser.parse_args(argv)
   repeats = args.repeats or (1 if args.quick else 5)
   print(
@@ -173,7 +187,7 @@ def main(argv=None) -> list[dict]:
     f"mnist budget={args.budget}"
   )
   rows = [
-    run_experiment(name, repeats, args.budget, args.mnist_dir)
+    run_experiment(name, repeats, args.budget, args.mnist_dir, args.inference_method)
     for name in args.experiments.split(",")
   ]
   print(
