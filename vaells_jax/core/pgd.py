@@ -54,7 +54,7 @@ from vaells_jax.core.expm import (
 
 __all__ = ["CHUNK", "solve_pgd"]
 
-CHUNK = 2048  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
+CHUNK = 1024  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
 # Trial steps per iteration, as multiples of the pair's step t: the longest
 # that passes the step test is taken and becomes the next t.
 _SCALES = (2.0, 1.0, 0.5, 0.25)
