@@ -17,6 +17,7 @@ Usage::
 
     python benchmarks/inference_scaling.py            # full sweeps
     python benchmarks/inference_scaling.py --quick    # CI smoke mode
+    python benchmarks/inference_scaling.py --method=pgd --sweeps=pairs
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def make_problem(n: int, d: int, m: int, seed: int = 0):
   return f32(psi), f32(z0), f32(z1)
 
 
-def measure(n: int, d: int, m: int, iterations: int, repeats: int) -> dict:
+def measure(
+  n: int, d: int, m: int, iterations: int, repeats: int, method: str = "fista"
+) -> dict:
   psi, z0, z1 = make_problem(n, d, m)
   solve = jax.jit(
     lambda psi, z0, z1, key: infer_coefficients(
@@ -65,6 +68,7 @@ def measure(n: int, d: int, m: int, iterations: int, repeats: int) -> dict:
       init_range=(-2.5, 2.5),
       max_iter=iterations,
       tol=1e-12,
+      method=method,
     )
   )
   key = jax.random.PRNGKey(0)
@@ -110,16 +114,21 @@ def main(argv=None) -> dict[str, list[dict]]:
     help="solver iterations per start (default 50; 5 quick)",
   )
   parser.add_argument("--repeats", type=int, default=None)
+  parser.add_argument("--method", default="fista", help="infer_coefficients method")
+  parser.add_argument(
+    "--sweeps", default=",".join(SWEEPS), help="comma-separated sweeps to run"
+  )
   args = parser.parse_args(argv)
   iterations = args.iterations or (5 if args.quick else 50)
   repeats = args.repeats or (1 if args.quick else 3)
   print(
     f"device={jax.devices()[0]} jax={jax.__version__} "
     f"vaells_jax={vaells_jax.__version__} iterations={iterations} "
-    f"repeats={repeats}"
+    f"repeats={repeats} method={args.method}"
   )
   results = {}
-  for sweep, (name, values, fixed) in SWEEPS.items():
+  for sweep in args.sweeps.split(","):
+    name, values, fixed = SWEEPS[sweep]
     values = QUICK[sweep] if args.quick else values
     sizes = [
       {
@@ -130,7 +139,9 @@ def main(argv=None) -> dict[str, list[dict]]:
       }
       for v in values
     ]
-    rows = [measure(s["n"], s["d"], s["m"], iterations, repeats) for s in sizes]
+    rows = [
+      measure(s["n"], s["d"], s["m"], iterations, repeats, args.method) for s in sizes
+    ]
     results[sweep] = rows
     print(
       f"\n{sweep}: {name} grows, " + ", ".join(f"{k}={v}" for k, v in fixed.items())

@@ -27,6 +27,8 @@ Usage::
 
     python benchmarks/train_step.py --experiments concentric,swiss_roll
     python benchmarks/train_step.py --quick    # CI smoke mode (batch of 4)
+    python benchmarks/train_step.py --experiments=concentric \
+      --inference-method=pgd                   # the step with the pgd solver
     python benchmarks/train_step.py --budget=cpu   # MNIST steps as configured
                                                    # for the CPU budget
 """
@@ -149,10 +151,17 @@ def main(argv=None) -> list[dict]:
   )
   parser.add_argument("--mnist-dir", default=str(om.DEFAULT_MNIST))
   parser.add_argument("--json", default=None, help="also write the rows here")
+  parser.add_argument(
+    "--inference-method",
+    default=None,
+    help="config.inference_method (fista, lm, pgd, exact) of the vaells_jax step",
+  )
   args = parser.parse_args(argv)
   repeats = args.repeats or (1 if args.quick else 5)
   at_step = args.at_step if args.at_step is not None else 0 if args.quick else 1000
   overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
+  if args.inference_method:
+    overrides["inference_method"] = args.inference_method
   print(
     f"device={jax.devices()[0]} jax={jax.__version__} "
     f"vaells_jax={vaells_jax.__version__} repeats={repeats} "

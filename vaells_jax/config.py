@@ -17,7 +17,7 @@ __all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
-INFERENCE_METHODS = ("fista", "lm")  # vaells_jax.core.inference.METHODS
+INFERENCE_METHODS = ("fista", "lm", "pgd")  # vaells_jax.core.inference.METHODS
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
 SELECT_SIGNALS = ("latent_coverage", "psi_rejected", "loss", "log_p")

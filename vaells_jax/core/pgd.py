@@ -1,0 +1,420 @@
+"""Accelerated proximal gradient with a per-pair step: the ``"pgd"`` solver.
+
+Minimises, for every pair at once,
+
+    F(c) = f(c) + l1_weight ||c||_1,   f(c) = 1/2 ||z1 - expm(sum_m c_m psi_m) z0||^2,
+
+with a fixed amount of work per iteration and per pair, so that a batch costs
+what its pairs cost, not what its worst pair costs (a vmapped backtracking
+line search runs as many trials as the pair that needs the most). Each
+iteration evaluates ``f`` and its gradient at the extrapolated point ``y``
+(one fused pass) and ``f`` alone at four proximal steps ``x+ = prox(y - s t
+grad f(y))``, ``s`` in ``(2, 1, 1/2, 1/4)``, evaluated together:
+
+* step control per pair: a trial passes if ``f(x+)`` lies below the quadratic
+  model ``f(y) + <g, x+ - y> + ||x+ - y||^2 / (2 s t)`` (the backtracking
+  test of FISTA); the longest that passes is taken and its step ``s t``
+  becomes the pair's ``t``, so ``t`` can double every iteration. If none
+  passes, ``t`` shrinks to put the longest next trial at 0.9 / (the curvature
+  measured along the shortest) and the pair retries from ``y``. The step is
+  carried across iterations and starts at ``1 / sum_m ||psi_m z1||^2``, the
+  Gauss-Newton curvature at a solution of a commuting dictionary;
+* momentum: FISTA's extrapolation, never restarted (restarting it whenever
+  ``F`` rose made pgd end higher than fista on the rank-deficient ``M > d``
+  pairs, ``benchmarks/pgd_quality.py``); instead each pair keeps the iterate
+  of lowest ``F`` seen, and that is the result, so the result is never worse
+  than any iterate, the start included;
+* a pair stops (its state frozen) once a taken step has a proximal-gradient
+  mapping ``||x+ - y|| / (s t)`` at most ``tol``; the loop ends when every
+  pair has stopped (checked every :data:`_BLOCK` iterations) or after
+  ``max_iter`` iterations.
+
+Pairs lie on the last (minor) axis of every array, so each operation is
+elementwise over contiguous pairs and vectorises; for ``d = 2`` the matrix
+exponential is the closed form of :mod:`vaells_jax.core.expm` written on the
+four entries. Large batches are solved in chunks of :data:`CHUNK` pairs
+(``lax.map``) so that the working set stays in cache.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from vaells_jax.core.expm import (
+  _SERIES_TERMS,
+  MAX_SQUARINGS,
+  _cosh_sinhc,
+  _polyval,
+  expm_small,
+)
+
+__all__ = ["CHUNK", "solve_pgd"]
+
+CHUNK = 1024  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
+# Trial steps per iteration, as multiples of the pair's step t: the longest
+# that passes the step test is taken and becomes the next t.
+_SCALES = (2.0, 1.0, 0.5, 0.25)
+_MIN_SHRINK = 0.1
+_MAX_STEP = 1e6
+_BLOCK = 10  # iterations between checks that every pair has stopped
+
+
+def _materialize(index, fn, *args):
+  """``fn(*args)``, computed once and stored.
+
+  XLA:CPU fuses an elementwise producer into each of its consumers and
+  recomputes it there: a gradient with ``M`` rows, or a state with a dozen
+  fields, each recomputed the transcendental functions of the matrix
+  exponential (measured: 3x the time of one evaluation). A conditional is a
+  fusion boundary; ``index`` is a loop counter (never batched by ``vmap``,
+  so the conditional stays one), always ``>= 0``.
+  """
+  return jax.lax.cond(index >= 0, fn, fn, *args)
+
+
+def _combine(weights, coeffs):
+  """``sum_m weights[m] coeffs[m]``: ``[M]`` scalars, ``M`` rows ``[P]``."""
+  return sum(weights[m] * coeffs[m] for m in range(weights.shape[0]))
+
+
+def _cosh_sinhc_slope(delta):
+  """``(C, S, S')`` of :mod:`vaells_jax.core.expm`'s 2 x 2 closed form."""
+  cosh, sinhc = _cosh_sinhc(delta)
+  small = jnp.abs(delta) <= 1.0
+  terms = _SERIES_TERMS.get(delta.dtype, 10)
+  series = [(j + 1) / math.factorial(2 * j + 3) for j in range(terms)]
+  slope = jnp.where(
+    small,
+    _polyval(series, delta),
+    (cosh - sinhc) / (2.0 * jnp.where(small, 1.0, delta)),
+  )
+  return cosh, sinhc, slope
+
+
+def _parts_2x2(psi):
+  """Per operator: ``tr / 2``, ``(psi_00 - psi_11) / 2``, ``psi_01``, ``psi_10``."""
+  return (
+    0.5 * (psi[:, 0, 0] + psi[:, 1, 1]),
+    0.5 * (psi[:, 0, 0] - psi[:, 1, 1]),
+    psi[:, 0, 1],
+    psi[:, 1, 0],
+  )
+
+
+def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
+  """``f`` of each pair for ``d = 2`` and, with ``with_grad``, its gradient.
+
+  With ``A = mu I + B``, ``B = [[h, a01], [a10, -h]]``, ``delta = h^2 + a01
+  a10``: ``w = expm(A) z0 = e^mu (C(delta) z0 + S(delta) B z0)``. The
+  gradient is the chain rule through ``mu, h, a01, a10`` (each linear in
+  ``c``), written out so that it costs a few dozen elementwise operations.
+
+  Returns:
+    ``f [P]`` and, with ``with_grad``, ``grad``: ``M`` rows ``[P]``.
+  """
+  parts = _parts_2x2(psi)
+  mu, h, a01, a10 = (_combine(p, coeffs) for p in parts)
+
+  def transcendental(mu, delta):
+    functions = _cosh_sinhc_slope(delta) if with_grad else _cosh_sinhc(delta)
+    return (jnp.exp(mu),) + tuple(functions)
+
+  scale, cosh, sinhc, *slope = _materialize(
+    index, transcendental, mu, h * h + a01 * a10
+  )
+  v0 = h * z0[0] + a01 * z0[1]  # B z0
+  v1 = a10 * z0[0] - h * z0[1]
+  w0 = scale * (cosh * z0[0] + sinhc * v0)
+  w1 = scale * (cosh * z0[1] + sinhc * v1)
+  g0, g1 = w0 - z1[0], w1 - z1[1]  # df / dw
+  value = 0.5 * (g0 * g0 + g1 * g1)
+  # The NaN beyond expm_small's range, as the other solvers see it.
+  a00, a11 = mu + h, mu - h
+  norm = jnp.maximum(jnp.abs(a00) + jnp.abs(a10), jnp.abs(a01) + jnp.abs(a11))
+  value = jnp.where(norm > 0.5 * 2.0**MAX_SQUARINGS, jnp.nan, value)
+  if not with_grad:
+    return value
+  d_mu = g0 * w0 + g1 * w1
+  d_delta = scale * (
+    0.5 * sinhc * (g0 * z0[0] + g1 * z0[1]) + slope[0] * (g0 * v0 + g1 * v1)
+  )
+  q0, q1 = scale * sinhc * g0, scale * sinhc * g1  # df / dv
+  d_h = 2.0 * h * d_delta + q0 * z0[0] - q1 * z0[1]
+  d_a01 = a10 * d_delta + q0 * z0[1]
+  d_a10 = a01 * d_delta + q1 * z0[0]
+  grad = tuple(
+    parts[0][m] * d_mu + parts[1][m] * d_h + parts[2][m] * d_a01 + parts[3][m] * d_a10
+    for m in range(psi.shape[0])
+  )
+  return value, grad
+
+
+def _data_general(coeffs, psi, z0, z1):
+  """``f`` of each pair for any ``d`` (:func:`expm_small`), ``[P]``."""
+  shape = coeffs[0].shape
+  coeffs = [c.reshape(-1) for c in coeffs]
+  # z [d, P] against trials [K, P]: align the pair axis, then flatten.
+  expand = lambda z: z.reshape(z.shape[:1] + (1,) * (len(shape) - 1) + z.shape[1:])  # noqa: E731
+  z0, z1 = (
+    jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1)
+    for z in (z0, z1)
+  )
+  generator = sum(psi[m, :, :, None] * coeffs[m] for m in range(psi.shape[0]))
+  operator = expm_small(jnp.moveaxis(generator, -1, 0))  # [P, d, d]
+  residual = z1.T - jnp.sum(operator * z0.T[:, None, :], axis=-1)
+  return 0.5 * jnp.sum(residual**2, axis=-1).reshape(shape)
+
+
+def _data(index, coeffs, psi, z0, z1):
+  """``f(c)`` per pair: ``M`` rows ``[P]``, ``z0, z1 [d, P]`` -> ``[P]``, stored."""
+  if psi.shape[-1] == 2:
+    fn = lambda c: _data_2x2(index, c, psi, z0, z1, with_grad=False)  # noqa: E731
+  else:
+    fn = lambda c: _data_general(c, psi, z0, z1)  # noqa: E731
+  return _materialize(index, fn, coeffs)
+
+
+def _value_and_grad(index, coeffs, psi, z0, z1):
+  """``(f [P], grad)`` (``M`` rows ``[P]``), stored."""
+  if psi.shape[-1] == 2:
+    fn = lambda c: _data_2x2(index, c, psi, z0, z1, with_grad=True)  # noqa: E731
+  else:
+
+    def fn(c):
+      value, pullback = jax.vjp(lambda c: _data_general(c, psi, z0, z1), c)
+      return value, pullback(jnp.ones_like(value))[0]
+
+  return _materialize(index, fn, coeffs)
+
+
+def _soft_threshold(x, threshold):
+  return jnp.sign(x) * jnp.maximum(jnp.abs(x) - threshold, 0.0)
+
+
+def _dot(a, b):
+  """``sum_m a_m b_m`` of two coefficient vectors (tuples of ``[P]``)."""
+  return sum(u * v for u, v in zip(a, b, strict=True))
+
+
+class _State(NamedTuple):
+  """Coefficient vectors are tuples of ``M`` arrays ``[P]`` (one per operator):
+  every operation is then elementwise over the pairs, and XLA:CPU fuses and
+  vectorises it without gathering rows."""
+
+  x: tuple  # current iterate (F may rise under momentum)
+  y: tuple  # extrapolated point
+  best: tuple  # iterate of lowest F so far
+  best_objective: jax.Array  # its F [P]
+  theta: jax.Array  # momentum parameter [P]
+  step: jax.Array  # step size [P]
+  objective: jax.Array  # F(x) [P]
+  error: jax.Array  # proximal-gradient mapping norm of the last accepted step [P]
+  done: jax.Array  # stopped [P]
+  num_iter: jax.Array  # iterations run [P]
+
+
+def _passes(f_y, f_trial, sq, slope, step):
+  """The step test: ``f(x+) <= f(y) + <g, x+ - y> + ||x+ - y||^2 / (2 t)``.
+
+  Returns ``(passed, excess)``, ``excess = f(x+) - f(y) - <g, x+ - y>``
+  (half the curvature of ``f`` along the step times its squared length). A
+  tolerance absorbs rounding of ``f`` near convergence.
+  """
+  rounding = 8 * jnp.finfo(f_y.dtype).eps * (jnp.abs(f_y) + jnp.abs(f_trial))
+  excess = f_trial - f_y - slope
+  finite = jnp.isfinite(f_y) & jnp.isfinite(f_trial)
+  return finite & (excess <= 0.5 * sq / step + rounding), excess
+
+
+def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
+  """Per pair: which trial to take, the next step, the momentum.
+
+  Args:
+    state: the :class:`_State` before the iteration.
+    f_y: ``f(y)``, ``[P]``.
+    f_trial, sq, slope, penalty: ``f(x+)``, ``||x+ - y||^2``, ``<g, x+ -
+      y>`` and ``l1 ||x+||_1`` of the trial with step ``_SCALES[k] t``, each
+      ``[K, P]``.
+    tol: stopping tolerance.
+
+  Returns:
+    ``(choice, take, step, beta, objective, error, done, theta)``, each
+    ``[P]``: ``choice``: the index of the first (longest) trial that passed,
+    else the last; ``take``: a trial passed and becomes the iterate.
+  """
+  step = state.step
+  scales = jnp.asarray(_SCALES, step.dtype)[:, None]
+  passed, excess = _passes(f_y, f_trial, sq, slope, scales * step)
+  ok = jnp.any(passed, axis=0)
+  choice = jnp.where(ok, jnp.argmax(passed, axis=0), len(_SCALES) - 1)
+  pick = lambda a: jnp.take_along_axis(a, choice[None], axis=0)[0]  # noqa: E731
+  scale = pick(jnp.broadcast_to(scales, f_trial.shape))
+  # None passed: the next longest trial is 0.9 / (the curvature measured
+  # along the shortest step).
+  inverse_curvature = 0.5 * sq[-1] / jnp.maximum(excess[-1], 1e-30)
+  shortest = _SCALES[-1] * step
+  shrunk = (
+    jnp.where(
+      jnp.isfinite(f_trial[-1]) & (excess[-1] > 0),
+      jnp.clip(0.9 * inverse_curvature, _MIN_SHRINK * shortest, 0.9 * shortest),
+      _MIN_SHRINK * shortest,
+    )
+    / _SCALES[0]
+  )
+  active = ~state.done
+  new_step = jnp.minimum(jnp.where(ok, scale * step, shrunk), _MAX_STEP)
+  objective = pick(f_trial + penalty)
+  take = active & ok
+  theta = state.theta
+  next_theta = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * theta * theta))
+  error = jnp.sqrt(pick(sq)) / (scale * step)
+  return (
+    choice,
+    take,
+    jnp.where(active, new_step, step),
+    (theta - 1.0) / next_theta,
+    jnp.where(take, objective, state.objective),
+    jnp.where(take, error, state.error),
+    state.done | (take & (error <= tol)),
+    jnp.where(take, next_theta, theta),
+  )
+
+
+def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
+  """One iteration for every pair not yet stopped (module docstring)."""
+  x, y, step = state.x, state.y, state.step
+  f_y, grad = _value_and_grad(index, y, psi, z0, z1)
+  grad = tuple(jnp.where(jnp.isfinite(f_y) & jnp.isfinite(g), g, 0.0) for g in grad)
+  # All trials at once, [K, P]: one evaluation of f on K P points.
+  t = jnp.asarray(_SCALES, step.dtype)[:, None] * step
+  trials = tuple(
+    _soft_threshold(u - t * g, t * l1) for u, g in zip(y, grad, strict=True)
+  )
+  diff = tuple(u - v for u, v in zip(trials, y, strict=True))
+  choice, take, step, beta, objective, error, done, theta = _materialize(
+    index,
+    lambda *args: _decide(state, f_y, *args, tol),
+    _data(index, trials, psi, z0, z1),
+    _dot(diff, diff),
+    _dot(grad, diff),
+    l1 * sum(jnp.abs(u) for u in trials),
+  )
+  chosen = tuple(jnp.take_along_axis(u, choice[None], axis=0)[0] for u in trials)
+  # Taken: extrapolate (FISTA); rejected: retry from y with smaller steps.
+  y = tuple(
+    jnp.where(take, c + beta * (c - u), v) for c, u, v in zip(chosen, x, y, strict=True)
+  )
+  improved = take & (objective < state.best_objective)
+  return _State(
+    x=tuple(jnp.where(take, c, u) for c, u in zip(chosen, x, strict=True)),
+    y=y,
+    best=tuple(
+      jnp.where(improved, c, u) for c, u in zip(chosen, state.best, strict=True)
+    ),
+    best_objective=jnp.where(improved, objective, state.best_objective),
+    theta=theta,
+    step=step,
+    objective=objective,
+    error=error,
+    done=done,
+    num_iter=state.num_iter + ~state.done,
+  )
+
+
+def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
+  """Runs the loop on one chunk: ``coeffs [M, P]``, ``z0, z1 [d, P]``, ``l1 [P]``."""
+  dtype = coeffs.dtype
+  coeffs = tuple(coeffs)
+  value = _data(0, coeffs, psi, z0, z1)
+  objective = value + l1 * sum(jnp.abs(c) for c in coeffs)
+  # Gauss-Newton curvature sum_m ||psi_m z1||^2 (exact at a solution when the
+  # operators commute); tiny for z1 near 0, hence the cap.
+  moved = jnp.sum(psi[..., None] * z1[None, None, :, :], axis=2)  # [M, d, P]
+  curvature = jnp.sum(moved * moved, axis=(0, 1))
+  step = jnp.minimum(1.0 / jnp.maximum(curvature, 1.0 / _MAX_STEP), _MAX_STEP)
+  num_pairs = z0.shape[-1]
+  state = _State(
+    x=coeffs,
+    y=coeffs,
+    best=coeffs,
+    best_objective=jnp.where(jnp.isfinite(objective), objective, jnp.inf),
+    theta=jnp.ones(num_pairs, dtype),
+    step=step.astype(dtype),
+    # A start outside expm's range has no finite objective to improve on.
+    objective=jnp.where(jnp.isfinite(objective), objective, jnp.inf),
+    error=jnp.full(num_pairs, jnp.inf, dtype),
+    done=jnp.zeros(num_pairs, bool),
+    num_iter=jnp.zeros(num_pairs, jnp.int32),
+  )
+
+  # Blocks of _BLOCK iterations (a fori_loop, whose counter vmap leaves
+  # unbatched), until max_iter or every pair has stopped.
+  def block(carry):
+    start, state = carry
+
+    def body(i, state):
+      frozen = state._replace(done=state.done | (start + i >= max_iter))
+      new = _iterate(i, frozen, psi, z0, z1, l1, tol)
+      return new._replace(done=state.done | (new.done & ~frozen.done))
+
+    return start + _BLOCK, jax.lax.fori_loop(0, _BLOCK, body, state)
+
+  _, state = jax.lax.while_loop(
+    lambda carry: (carry[0] < max_iter) & ~jnp.all(carry[1].done),
+    block,
+    (0, state),
+  )
+  return jnp.stack(state.best), state.num_iter, state.error
+
+
+def solve_pgd(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
+  """Solves every start of every pair (module docstring).
+
+  Args:
+    init: starting coefficients, ``[R, N, M]``.
+    psi: operators, ``[M, d, d]``.
+    z0, z1: points, ``[N, d]``.
+    l1_weight: sparsity weights, ``[N]``.
+    max_iter: iterations per start.
+    tol: stopping tolerance on the proximal-gradient mapping norm.
+    chunk: pairs (starts) per ``lax.map`` chunk.
+
+  Returns:
+    ``(coeffs [R, N, M], num_iter [R, N], error [R, N])``: the final (best)
+    iterate, the iterations it took and its last proximal-gradient mapping
+    norm (``inf`` if no step was accepted).
+  """
+  num_restarts, num_pairs, num_ops = init.shape
+  total = num_restarts * num_pairs
+  tile = lambda a: jnp.tile(a.T, (1,) * (a.ndim - 1) + (num_restarts,))  # noqa: E731
+  columns = [init.reshape(total, num_ops).T, tile(z0), tile(z1), tile(l1_weight)]
+  solve = lambda c, a, b, lam: _solve_chunk(  # noqa: E731
+    c, psi, a, b, lam, max_iter=max_iter, tol=tol
+  )
+  if total <= chunk:
+    coeffs, num_iter, error = solve(*columns)
+  else:
+    chunks = math.ceil(total / chunk)
+    pad = chunks * chunk - total
+    # Padding pairs (z0 = z1 = 0, c = 0, no weight) stop at once.
+    split = (
+      lambda a: jnp.moveaxis(  # noqa: E731
+        jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, pad)]).reshape(
+          a.shape[:-1] + (chunks, chunk)
+        ),
+        -2,
+        0,
+      )
+    )
+    out = jax.lax.map(lambda args: solve(*args), [split(a) for a in columns])
+    merge = lambda a: jnp.moveaxis(a, 0, -2).reshape(a.shape[1:-1] + (-1,))  # noqa: E731
+    coeffs, num_iter, error = (merge(a)[..., :total] for a in out)
+  return (
+    coeffs.T.reshape(num_restarts, num_pairs, num_ops),
+    num_iter.reshape(num_restarts, num_pairs),
+    error.reshape(num_restarts, num_pairs),
+  )
