@@ -15,7 +15,9 @@ Two operators: ``rotation`` (a rotation-like skew ``psi``, ``||psi||_F = 0.5``,
 codes of norm 3) and ``small`` (``||psi||_F = 0.03``, codes of norm 0.3, as at
 the start of training). Reports the step time (min over repeats, float32, this
 CPU) and, per other solver, the fraction of pairs where ``exact`` ends at least
-as low (within ``1e-6`` relative, float32 rounding) and the median objectives.
+as low (within ``1e-6`` relative), the largest excess of ``exact``'s objective
+over the solver's (float32 rounding is about ``1e-7`` here) and the median
+objectives.
 
 Usage::
 
@@ -135,6 +137,7 @@ def run_case(name, repeats, cg_samples):
   for solver, obj in objectives.items():
     ours = exact[: len(obj)]
     rows[solver]["exact_as_low"] = float(np.mean(ours <= obj * (1 + 1e-6) + 1e-12))
+    rows[solver]["max_excess"] = float(np.max(ours - obj))
     rows[solver]["median_objective"] = float(np.median(obj))
     rows[solver]["exact_median_objective"] = float(np.median(ours))
     rows[solver]["pairs"] = len(obj)
@@ -149,9 +152,9 @@ def main(argv=None):
   print(f"device={jax.devices()[0]} jax={jax.__version__}")
   print(
     "| case | solver | step ms | compile s | pairs compared | exact as low | "
-    "median objective: solver / exact |"
+    "max(exact - solver) | median objective: solver / exact |"
   )
-  print("|---|---|---|---|---|---|---|")
+  print("|---|---|---|---|---|---|---|---|")
   results = {}
   for name in CASES:
     results[name] = rows = run_case(name, repeats, cg_samples)
@@ -159,7 +162,8 @@ def main(argv=None):
       print(
         f"| {name} | {solver} | {r['step_ms']:.1f} | "
         f"{r.get('compile_s', float('nan')):.1f} | {r['pairs']} | "
-        f"{r['exact_as_low']:.3f} | {r['median_objective']:.4g} / "
+        f"{r['exact_as_low']:.3f} | {r['max_excess']:.2g} | "
+        f"{r['median_objective']:.4g} / "
         f"{r['exact_median_objective']:.4g} |"
       )
   return results
