@@ -215,5 +215,6 @@ def test_exact_inference_benchmark_quick_mode():
     assert set(rows) == {"exact", "fista", "lm", "scipy_cg"}
     for r in rows.values():
       assert r["step_ms"] > 0 and np.isfinite(r["median_objective"])
-      # The global solver ends as low as every other, to float32 rounding.
-      assert r["max_excess"] < 1e-5
+      # The global solver ends as low as every other (float64 evaluation of
+      # every solver's float32 coefficients; float32 rounding moves it ~1e-11).
+      assert r["max_excess"] < 1e-9
