@@ -17,7 +17,7 @@ __all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
-INFERENCE_METHODS = ("fista", "lm", "pgd")  # vaells_jax.core.inference.METHODS
+INFERENCE_METHODS = ("fista", "lm", "pgd", "exact")  # vaells_jax.core.inference.METHODS
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
 SELECT_SIGNALS = ("latent_coverage", "psi_rejected", "loss", "log_p")
@@ -97,7 +97,9 @@ class Config:
   # (Levenberg-Marquardt on the smoothed objective, then a proximal-gradient
   # polish): vaells_jax.core.inference. "lm" reaches lower objectives in fewer
   # iterations (README, inference speed); the paper's experiments were
-  # measured with "fista", so it stays the default.
+  # measured with "fista", so it stays the default. "exact" (num_ops = 1
+  # only): the global minimum over a grid of the one coefficient, then Newton
+  # (vaells_jax.core.exact).
   inference_method: str = "fista"
   closest_anchor: bool = False
   latent_scale: float = 1.0
@@ -224,6 +226,11 @@ class Config:
       raise ValueError(
         f"config.inference_method must be one of "
         f"{INFERENCE_METHODS}, got {self.inference_method!r}."
+      )
+    if self.inference_method == "exact" and self.num_ops != 1:
+      raise ValueError(
+        'config.inference_method="exact" solves one operator (num_ops=1), '
+        f'got num_ops={self.num_ops}; use "fista" or "lm".'
       )
     if self.network not in NETWORKS:
       raise ValueError(

@@ -26,6 +26,10 @@ three solvers (``method``):
   value and gradient are one closed-form pass. Same starts, results and
   diagnostics as ``"fista"``; 2.7-2.9x faster on the synthetic steps
   (``docs/benchmarks.md``).
+* ``"exact"`` (one operator, ``M = 1``, only): the global minimum over a
+  dense grid of the single coefficient, refined by safeguarded Newton
+  (:mod:`vaells_jax.core.exact`); deterministic, so ``key``, ``num_restarts``
+  and ``init_range`` do not enter.
 
 This is the only module that imports jaxopt, so the solvers can be swapped in
 one place.
@@ -53,6 +57,7 @@ with warnings.catch_warnings():  # "JAXopt is no longer maintained": known, and
   import jaxopt
   from jaxopt.prox import prox_lasso
 
+from vaells_jax.core.exact import solve_exact
 from vaells_jax.core.expm import expm_small
 from vaells_jax.core.pgd import solve_pgd
 from vaells_jax.core.transport import _transport, check_psi, generator
@@ -69,8 +74,10 @@ __all__ = [
 ]
 
 # Iterations when ``max_iter`` is not given: proximal-gradient iterations for
-# "fista" and "pgd", Levenberg-Marquardt iterations for "lm".
-DEFAULT_MAX_ITER = {"fista": 100, "lm": 20, "pgd": 100}
+# Iterations when ``max_iter`` is not given: proximal-gradient iterations for
+# "fista" and "pgd", Levenberg-Marquardt iterations for "lm", safeguarded
+# Newton steps per candidate for "exact".
+DEFAULT_MAX_ITER = {"fista": 100, "lm": 20, "pgd": 100, "exact": 20}
 DEFAULT_TOL = 1e-4
 METHODS = tuple(DEFAULT_MAX_ITER)
 _LM_SMOOTHING = 1e-3  # eps of the smoothed l1 term sqrt(c^2 + eps^2).
@@ -157,7 +164,7 @@ def _check_inputs(
   psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
 ):
   """Validates the arguments of ``infer_coefficients``; returns the pair shape."""
-  _, dim = check_psi(psi)
+  num_ops, dim = check_psi(psi)
   for name, z in (("z0", z0), ("z1", z1)):
     if jnp.ndim(z) < 1 or jnp.shape(z)[-1] != dim:
       raise ValueError(
@@ -192,6 +199,11 @@ def _check_inputs(
       raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
   if method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+  if method == "exact" and num_ops != 1:
+    raise ValueError(
+      f'method="exact" solves one operator (psi [1, d, d]); psi has M={num_ops}. '
+      'Use "fista" or "lm".'
+    )
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
   if not (isinstance(tol, (int, float, np.floating)) and 0 < tol < np.inf):
@@ -236,7 +248,9 @@ def infer_coefficients(
   ``ProximalGradient``, ``prox_lasso``, backtracking line search; or
   ``method="pgd"``: the same with a step per pair, :mod:`vaells_jax.core.pgd`)
   or with Levenberg-Marquardt on the smoothed objective followed by a few
-  proximal-gradient iterations (``method="lm"``; module docstring). Restart
+  proximal-gradient iterations (``method="lm"``; module docstring), or, for
+  one operator, globally over a grid of the coefficient
+  (``method="exact"``: :mod:`vaells_jax.core.exact`; no random starts). Restart
   ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
   lowest final objective wins (a start that diverges to a non-finite
@@ -270,11 +284,13 @@ def infer_coefficients(
       different start ranges can share one solve).
     max_iter: maximum iterations per start: proximal-gradient iterations
       for ``"fista"`` and ``"pgd"``, Levenberg-Marquardt iterations for
-      ``"lm"`` (which then adds 10 proximal-gradient ones); ``None`` for
+      ``"lm"`` (which then adds 10 proximal-gradient ones), refinement steps
+      per grid candidate for ``"exact"``; ``None`` for
       ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance on the proximal-gradient mapping norm (and, for
       ``"lm"``, on the smoothed objective's gradient norm).
-    method: ``"fista"``, ``"lm"`` or ``"pgd"`` (see above).
+    method: ``"fista"``, ``"lm"``, ``"pgd"`` or, for ``M = 1``, ``"exact"``
+      (module docstring; ``ValueError`` for ``"exact"`` with ``M > 1``).
 
   Returns:
     An :class:`InferenceResult` with ``coeffs [..., M]`` and ``objective``,
@@ -303,15 +319,20 @@ def infer_coefficients(
       (init_range[1], ()),
     )
   ]
-  result = _infer_flat(
-    jnp.asarray(psi, dtype),
-    *flat,
-    key,
-    num_restarts=num_restarts,
-    max_iter=max_iter,
-    tol=float(tol),
-    method=method,
-  )
+  if method == "exact":
+    result = _infer_exact(
+      jnp.asarray(psi, dtype), *flat[:3], max_iter=max_iter, tol=float(tol)
+    )
+  else:
+    result = _infer_flat(
+      jnp.asarray(psi, dtype),
+      *flat,
+      key,
+      num_restarts=num_restarts,
+      max_iter=max_iter,
+      tol=float(tol),
+      method=method,
+    )
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
 
 
@@ -324,7 +345,8 @@ class Solver:
   calling it solves a batch of pairs with these settings.
 
   Attributes:
-    method: ``"fista"``, ``"lm"`` or ``"pgd"`` (see :func:`infer_coefficients`).
+    method: ``"fista"``, ``"lm"``, ``"pgd"`` or ``"exact"`` (``M = 1``; see
+      :func:`infer_coefficients`).
     max_iter: iterations per start; ``None`` for ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance.
     num_restarts: random starts per pair.
@@ -388,6 +410,17 @@ def solver_starts(key, num_restarts, num_ops, lo, hi):
 def _solve_pgd(init, psi, z0, z1, l1_weight, max_iter, tol):
   """The ``"pgd"`` method (:mod:`vaells_jax.core.pgd`): ``[R, N]`` results."""
   return solve_pgd(init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol)
+
+
+@functools.partial(jax.jit, static_argnames=("max_iter", "tol"))
+def _infer_exact(psi, z0, z1, l1_weight, *, max_iter, tol):
+  """``method="exact"`` on ``N`` pairs ``[N, d]``; weights ``[N]``."""
+  psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
+  coeffs, converged, num_iter = solve_exact(
+    psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
+  )
+  objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
+  return coeffs, objective, num_iter, converged & jnp.isfinite(objective)
 
 
 @functools.partial(
