@@ -42,7 +42,7 @@ import scipy.linalg
 
 from vaells_jax import infer_coefficients
 from vaells_jax.core.inference import solver_starts
-from vaells_jax.core.reference import infer_pairs_cg
+from vaells_jax.core.reference import original_cg_pairs
 
 BATCH, ANCHORS, DIM, L1 = 32, 10, 10, 1e-6
 ITERATIONS, TOL = 100, 1e-9
@@ -143,12 +143,12 @@ def run_case(name, steps, repeats, cg_pairs, batch=BATCH):
     rows[solver] = {"step_ms": 1e3 * best, "compile_s": first - best}
     coeffs[solver] = np.asarray(result.coeffs).reshape(-1)
     rounding[solver] = np.asarray(result.objective).reshape(-1)  # float32
-  # scipy CG on the first pairs, from the jaxopt solvers' starts.
+  # The original method's CG on the first pairs, from the jaxopt solvers' starts.
   pairs = cg_pairs
   lo, hi = (jnp.asarray(np.tile(a, batch)) for a in (LOW, HIGH))
   starts = np.asarray(solver_starts(key, 1, 1, lo, hi))[:, :pairs]
   start = time.perf_counter()
-  cg, _ = infer_pairs_cg(
+  cg, _ = original_cg_pairs(
     np.asarray(psi, np.float64), z0_pairs[:pairs], z1_pairs[:pairs], L1, starts
   )
   cg_s = time.perf_counter() - start
