@@ -2,8 +2,8 @@
 
 One training step's inference of ``rot_mnist`` (latent ``d = 10``, ``M = 1``,
 32 samples, each with its posterior pair and 10 anchor pairs: 352 pairs, l1
-weight ``1e-6``, start ranges ``U[0, 1]`` and ``U[-2.5, 2.5]``, the config's
-``inference_tol = 1e-9``), solved by:
+weight ``1e-6``, jaxopt starts from ``U[0, 1]`` and ``U[-2.5, 2.5]``, the
+config's ``inference_tol = 1e-9``), solved by:
 
 * ``exact``: ``method="exact"`` (:mod:`vaells_jax.core.exact`), 20 refinement
   steps;

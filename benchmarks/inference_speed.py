@@ -133,7 +133,8 @@ SETTINGS = {
 }
 
 
-# Start ranges of the reference code: posterior pairs U[0, 1], anchors U[-2.5, 2.5].
+# Start ranges: posterior pairs U[0, 1] (the original's), anchors U[-2.5, 2.5]
+# (the original's two restart ranges in one; with one restart it draws U[-2.5, 0]).
 POSTERIOR_RANGE, PRIOR_RANGE = (0.0, 1.0), (-2.5, 2.5)
 
 

@@ -240,7 +240,8 @@ def test_lm_at_least_as_good_as_scipy_cg_reference(
 def test_lm_beats_proximal_gradient_on_stiff_anchor_pairs():
   # Training-step pairs as benchmarks/inference_speed.py draws them (d = 4
   # here, so the Taylor expm runs): anchors carried far by operators of norm
-  # about 1-2, starts in the reference code's U[-2.5, 2.5]. Proximal
+  # about 1-2, starts in U[-2.5, 2.5] (two of the original's
+  # restart ranges). Proximal
   # gradient's step is bounded by the stiffest direction and it leaves the
   # data term unfitted; Levenberg-Marquardt fits it on most pairs (a few end
   # in local minima, as CG's do: the problem is not convex).
