@@ -67,10 +67,11 @@ def original_pair_solves(config, num_anchors: int) -> int:
 
 
 def our_pair_solves(config, num_anchors: int) -> int:
-  """Pair-solves of one library step: ``B S (1 + A) R`` (every pair gets ``R``
-  starts)."""
+  """Pair-solves of one library step: ``B S (P + A R)``, ``P`` posterior
+  starts (``config.posterior_restarts``; ``R`` when the two solves are shared
+  because ``P = R``)."""
   samples = config.batch_size * config.num_samples
-  return samples * (1 + num_anchors) * config.num_restarts
+  return samples * (config.posterior_restarts + num_anchors * config.num_restarts)
 
 
 def original_step_coefficients(model, psi, mu, anchors, z, key):
