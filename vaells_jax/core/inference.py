@@ -24,7 +24,7 @@ three solvers (``method``):
   lengths per iteration in one batched evaluation, instead of a vmapped line
   search that runs as many trials as the worst pair needs; for ``d = 2`` the
   value and gradient are one closed-form pass. Same starts, results and
-  diagnostics as ``"fista"``; 2.7-2.9x faster on the synthetic steps
+  diagnostics as ``"fista"``; 2.5-2.7x faster inference on the synthetic steps
   (``docs/benchmarks.md``).
 * ``"exact"`` (one operator, ``M = 1``, only): the global minimum over a
   dense grid of the single coefficient, refined by safeguarded Newton
