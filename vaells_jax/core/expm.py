@@ -126,24 +126,31 @@ def _cosh_sinhc(delta):
   return cosh, sinhc
 
 
+def cosh_sinhc_slope(delta):
+  """``(C, S, S')`` of the 2 x 2 closed form: ``C(delta)``, ``S(delta)`` and
+  ``S' = (C - S) / (2 delta)``, a series near 0 (``C' = S / 2``)."""
+  cosh, sinhc = _cosh_sinhc(delta)
+  small = jnp.abs(delta) <= 1.0
+  terms = _SERIES_TERMS.get(delta.dtype, 10)
+  series = [(j + 1) / math.factorial(2 * j + 3) for j in range(terms)]
+  slope = jnp.where(
+    small,
+    _polyval(series, delta),
+    (cosh - sinhc) / (2.0 * jnp.where(small, 1.0, delta)),
+  )
+  return cosh, sinhc, slope
+
+
 @_cosh_sinhc.defjvp
 def _cosh_sinhc_jvp(primals, tangents):
-  """``C' = S / 2`` and ``S' = (C - S) / (2 delta)``, a series near 0.
+  """``C' = S / 2`` and ``S'`` from :func:`cosh_sinhc_slope`.
 
   Written out so that the gradient costs a few multiplications instead of the
   derivative of every branch that ``where`` evaluates.
   """
   (delta,), (tangent,) = primals, tangents
-  cosh, sinhc = _cosh_sinhc(delta)
-  small = jnp.abs(delta) <= 1.0
-  terms = _SERIES_TERMS.get(delta.dtype, 10)
-  series = [(j + 1) / math.factorial(2 * j + 3) for j in range(terms)]
-  sinhc_slope = jnp.where(
-    small,
-    _polyval(series, delta),
-    (cosh - sinhc) / (2.0 * jnp.where(small, 1.0, delta)),
-  )
-  return (cosh, sinhc), (0.5 * sinhc * tangent, sinhc_slope * tangent)
+  cosh, sinhc, slope = cosh_sinhc_slope(delta)
+  return (cosh, sinhc), (0.5 * sinhc * tangent, slope * tangent)
 
 
 def _expm_2x2(a):

@@ -45,10 +45,9 @@ import jax
 import jax.numpy as jnp
 
 from vaells_jax.core.expm import (
-  _SERIES_TERMS,
   MAX_SQUARINGS,
   _cosh_sinhc,
-  _polyval,
+  cosh_sinhc_slope,
   expm_small,
 )
 
@@ -81,20 +80,6 @@ def _combine(weights, coeffs):
   return sum(weights[m] * coeffs[m] for m in range(weights.shape[0]))
 
 
-def _cosh_sinhc_slope(delta):
-  """``(C, S, S')`` of :mod:`vaells_jax.core.expm`'s 2 x 2 closed form."""
-  cosh, sinhc = _cosh_sinhc(delta)
-  small = jnp.abs(delta) <= 1.0
-  terms = _SERIES_TERMS.get(delta.dtype, 10)
-  series = [(j + 1) / math.factorial(2 * j + 3) for j in range(terms)]
-  slope = jnp.where(
-    small,
-    _polyval(series, delta),
-    (cosh - sinhc) / (2.0 * jnp.where(small, 1.0, delta)),
-  )
-  return cosh, sinhc, slope
-
-
 def _parts_2x2(psi):
   """Per operator: ``tr / 2``, ``(psi_00 - psi_11) / 2``, ``psi_01``, ``psi_10``."""
   return (
@@ -120,7 +105,7 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
   mu, h, a01, a10 = (_combine(p, coeffs) for p in parts)
 
   def transcendental(mu, delta):
-    functions = _cosh_sinhc_slope(delta) if with_grad else _cosh_sinhc(delta)
+    functions = cosh_sinhc_slope(delta) if with_grad else _cosh_sinhc(delta)
     return (jnp.exp(mu),) + tuple(functions)
 
   scale, cosh, sinhc, *slope = _materialize(
