@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -176,25 +177,31 @@ def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
   assert int(summary["steps"]) == SMALL.num_steps
 
 
-def test_sensitivity_study_runs_end_to_end(tmp_path):
-  result = subprocess.run(
-    [
-      sys.executable,
-      "experiments/run.py",
-      "--exp=sensitivity",
-      "--base=concentric",
-      "--seeds=1",
-      f"--workdir={tmp_path}",
-      "--config.population=2",
-      "--config.num_steps=8",
-      "--config.hidden=(16,)",
-      "--config.inference_max_iter=5",
-      "--config.log_every=4",
-    ],
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run_cli(*flags, timeout=600):
+  """``python experiments/run.py FLAGS`` from the repository root."""
+  return subprocess.run(
+    [sys.executable, "experiments/run.py", *flags],
     capture_output=True,
     text=True,
-    timeout=600,
-    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+    timeout=timeout,
+    cwd=ROOT,
+  )
+
+
+def test_sensitivity_study_runs_end_to_end(tmp_path):
+  result = _run_cli(
+    "--exp=sensitivity",
+    "--base=concentric",
+    "--seeds=1",
+    f"--workdir={tmp_path}",
+    "--config.population=2",
+    "--config.num_steps=8",
+    "--config.hidden=(16,)",
+    "--config.inference_max_iter=5",
+    "--config.log_every=4",
   )
   assert result.returncode == 0, result.stderr[-2000:]
   assert "single run (every member)" in result.stdout
@@ -206,25 +213,17 @@ def test_sensitivity_study_runs_end_to_end(tmp_path):
 
 def test_anchor_study_runs_end_to_end(tmp_path):
   """``--anchors`` runs the study once per count, anchors at random places."""
-  result = subprocess.run(
-    [
-      sys.executable,
-      "experiments/run.py",
-      "--exp=sensitivity",
-      "--base=swiss_roll",
-      "--anchors=2,3",
-      "--seeds=1",
-      f"--workdir={tmp_path}",
-      "--config.population=2",
-      "--config.num_steps=4",
-      "--config.hidden=(16,)",
-      "--config.inference_max_iter=5",
-      "--config.log_every=2",
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+  result = _run_cli(
+    "--exp=sensitivity",
+    "--base=swiss_roll",
+    "--anchors=2,3",
+    "--seeds=1",
+    f"--workdir={tmp_path}",
+    "--config.population=2",
+    "--config.num_steps=4",
+    "--config.hidden=(16,)",
+    "--config.inference_max_iter=5",
+    "--config.log_every=2",
   )
   assert result.returncode == 0, result.stderr[-2000:]
   rows = json.loads((tmp_path / "anchors.json").read_text())["rows"]
@@ -235,11 +234,5 @@ def test_anchor_study_runs_end_to_end(tmp_path):
       (tmp_path / f"anchors{count}" / "seed0" / "study.json").read_text()
     )
     assert len(study["members"]) == 2
-  bad = subprocess.run(
-    [sys.executable, "experiments/run.py", "--exp=swiss_roll", "--anchors=3"],
-    capture_output=True,
-    text=True,
-    timeout=120,
-    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
-  )
+  bad = _run_cli("--exp=swiss_roll", "--anchors=3", timeout=120)
   assert bad.returncode == 2 and "--anchors goes with --exp=sensitivity" in bad.stderr
