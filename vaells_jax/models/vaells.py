@@ -264,9 +264,8 @@ def infer_step_coefficients(model: Model, psi, mu, anchors, z, key) -> StepInfer
   z1 = z[:, :, None, :]
   if post.num_restarts != prior.num_restarts:
     post_key, prior_key = jax.random.split(key)
-    posterior = post(psi, mu, z1, l1_weight=cfg.zeta_q, key=post_key)
     return StepInference(
-      posterior=jax.tree_util.tree_map(lambda a: a[:, :, 0], posterior),
+      posterior=post(psi, mu[:, :, 0], z, l1_weight=cfg.zeta_q, key=post_key),
       prior=prior(psi, anchors, z1, l1_weight=cfg.zeta_p, key=prior_key),
     )
 
