@@ -103,7 +103,8 @@ def test_conv_rotation_step_trains_networks_and_psi_only(digits):
     if i:
       assert float(metrics["inference_iters"]) > 0
     state = new
-  assert step._cache_size() == 1  # the schedule never recompiles
+  # The schedule never recompiles: one warm-up and one training program.
+  assert [program._cache_size() for program in step.programs] == [1, 1]
   np.testing.assert_array_equal(state.params["anchors"], anchors)
 
 

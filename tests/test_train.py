@@ -13,7 +13,12 @@ from vaells_jax.config import INFERENCE_METHODS, Config, override
 from vaells_jax.core import inference
 from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.models.vaells import Model, infer_step_coefficients
-from vaells_jax.training.step import init_state, make_train_step, phase_of
+from vaells_jax.training.step import (
+  init_state,
+  make_train_step,
+  phase_of,
+  train_step_fn,
+)
 
 DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
 BASE = Config(
@@ -124,7 +129,24 @@ def test_no_recompilation_across_phases():
   _, state, step, batch = _setup()
   for i in range(12):  # warm-up, net and Psi phases, twice round the cycle
     state, _ = step(state, batch, jax.random.PRNGKey(i))
-  assert step._cache_size() == 1
+  # One program for warm-up and one for after it, each compiled once.
+  assert [program._cache_size() for program in step.programs] == [1, 1]
+
+
+def test_phased_step_computes_the_traced_schedule():
+  # The two programs together equal one program that reads the phase from
+  # state.step, at every phase, also for a state the step did not return.
+  model, state, step, batch = _setup()
+  traced = jax.jit(train_step_fn(model))
+  states = [state]
+  for i in range(8):  # warm-up, net and Psi phases, into the second cycle
+    key = jax.random.PRNGKey(i)
+    new, metrics = step(states[-1], batch, key)
+    want, want_metrics = traced(states[-1], batch, key)
+    chex.assert_trees_all_close((new, metrics), (want, want_metrics), atol=1e-6)
+    states.append(new)
+  again, _ = step(states[1], batch, jax.random.PRNGKey(1))  # back into warm-up
+  chex.assert_trees_all_close(again, states[2], atol=1e-6)
 
 
 def test_override_parses_and_rejects():
@@ -154,7 +176,7 @@ def test_step_makes_no_host_round_trips():
   with jax.transfer_guard("disallow"):
     for i in range(4):  # warm-up, net and Psi phases
       state, metrics = step(state, batch, keys[i])
-  hlo = step.lower(state, batch, key).as_text()
+  hlo = step.programs[-1].lower(state, batch, key).as_text()
   assert "callback" not in hlo and "outfeed" not in hlo
   assert np.isfinite(float(metrics["loss"]))
 

@@ -59,8 +59,7 @@ def get_config(budget: str = "paper") -> Config:
     return paper
   if budget == "cpu":
     # 2 000 warm-up steps at a 3x higher network rate, then 200 alternating
-    # steps (60 network, 140 Psi; a rotated-MNIST Psi step is the costliest
-    # step here, ~9 s on this CPU) with 20 inference iterations (exact:
+    # steps (60 network, 140 Psi) with 20 inference iterations (exact:
     # refinement steps, its default; fista: iterations); 25 x 10
     # importance samples (each needs 11 inferences at d = 10, slow on a CPU:
     # 100 x 20 took over 25 minutes). The Psi rate is 0.05 from the start

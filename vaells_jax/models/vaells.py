@@ -39,6 +39,7 @@ __all__ = [
   "StepInference",
   "Terms",
   "draw_noise",
+  "if_warmup",
   "infer_step_coefficients",
   "init_params",
   "objective_terms",
@@ -51,7 +52,8 @@ WARMUP_LAPLACE_SCALE = 0.01
 
 
 class Phase(NamedTuple):
-  """The schedule at one step (all scalars, traced inside the step).
+  """The schedule at one step (scalars, traced inside the step; ``warmup`` may
+  be a Python bool, fixed when the step is built: :func:`if_warmup`).
 
   ``warmup``: reconstruction only; ``update_net`` / ``update_psi``: which
   groups move; ``recon_factor`` / ``prior_factor``: factors on the
@@ -211,6 +213,21 @@ class Model(NamedTuple):
     return codes.reshape(anchors.shape[:2] + codes.shape[-1:])[batch["label"]]
 
 
+def if_warmup(phase: Phase, warmup_fn, train_fn):
+  """``warmup_fn()`` during warm-up, else ``train_fn()``.
+
+  A Python-bool ``phase.warmup`` picks the branch while tracing; a traced one
+  makes a ``jax.lax.cond``. XLA's CPU backend leaves the gradient of a
+  convolution inside a conditional in a slow generic form (a rotated-MNIST
+  step: 11.4 s against 0.35 s outside, docs/benchmarks.md), so the training
+  step is built once per value of ``warmup``
+  (:func:`vaells_jax.training.step.jit_phased`).
+  """
+  if isinstance(phase.warmup, bool):
+    return warmup_fn() if phase.warmup else train_fn()
+  return jax.lax.cond(phase.warmup, warmup_fn, train_fn)
+
+
 def sample_posterior_latents(psi, mu, noise: Noise):
   """``z = T_psi(c_hat) mu + gamma eps``: ``mu [B, d] -> [B, S, d]``."""
   return transport(psi, noise.coeffs, mu[:, None, :]) + noise.gamma * noise.eps
@@ -347,9 +364,7 @@ def objective_terms(
     return transport_terms(cfg, psi, mu, anchors, z, inferred, phase)
 
   zero = jnp.zeros((), recon.dtype)
-  log_q, log_p, frobenius = jax.lax.cond(
-    phase.warmup, lambda: (zero, zero, zero), transport_part
-  )
+  log_q, log_p, frobenius = if_warmup(phase, lambda: (zero, zero, zero), transport_part)
   return Terms(
     recon=cfg.zeta1 * phase.recon_factor * jnp.mean(recon),
     log_q=log_q,

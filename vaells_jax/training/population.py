@@ -34,7 +34,7 @@ from vaells_jax.training.guards import (
 from vaells_jax.training.step import (
   TrainState,
   init_state,
-  jit_step,
+  jit_phased,
   make_vaells_step,
   train_step_fn,
 )
@@ -98,26 +98,32 @@ def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=Non
   """
   if vectorize is None:
     vectorize = jax.default_backend() != "cpu"
-  step = train_step_fn(Model.create(config, data_dim))
+  model = Model.create(config, data_dim)
+  return jit_phased(
+    lambda warmup: _all_members(train_step_fn(model, warmup), vectorize),
+    config,
+    mesh,
+  )
+
+
+def _all_members(step, vectorize: bool):
+  """``step`` of one member, applied to every member of a population state."""
   if vectorize:
-    batched = jax.vmap(
+    return jax.vmap(
       step, in_axes=(_MEMBER_AXES, None, None), out_axes=(_MEMBER_AXES, 0)
     )
-  else:
 
-    def batched(state, batch, key):
-      def one(member_state):
-        params, opt_state = member_state
-        new, metrics = step(
-          state.replace(params=params, opt_state=opt_state), batch, key
-        )
-        return (new.params, new.opt_state), metrics
+  def batched(state, batch, key):
+    def one(member_state):
+      params, opt_state = member_state
+      new, metrics = step(state.replace(params=params, opt_state=opt_state), batch, key)
+      return (new.params, new.opt_state), metrics
 
-      (params, opt_state), metrics = jax.lax.map(one, (state.params, state.opt_state))
-      new = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
-      return new, metrics
+    (params, opt_state), metrics = jax.lax.map(one, (state.params, state.opt_state))
+    new = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    return new, metrics
 
-  return jit_step(batched, mesh)
+  return batched
 
 
 def member(state: TrainState, k: int) -> TrainState:

@@ -9,7 +9,9 @@ anchors, the paper's accept/reject step on ``Psi``, each only in its phase.
 
 Which groups move, and the term weights, depend on the phase (warm-up, network
 steps, ``Psi`` steps), computed from ``state.step`` inside the jitted function,
-so the schedule never triggers a recompilation.
+so the schedule never triggers a recompilation. Only warm-up is decided on the
+host: a config with warm-up compiles two steps, one for warm-up and one for
+after it (:func:`jit_phased`).
 
 Numerical faults do not crash the step: a step whose loss or gradient is not
 finite changes nothing (``optax.apply_if_finite``), and the optimiser counts
@@ -42,9 +44,11 @@ from vaells_jax.models.vaells import (
 from vaells_jax.training.optim import SkippedSteps, make_optimizer, psi_step_state
 
 __all__ = [
+  "PhasedStep",
   "TrainState",
   "data_parallel_mesh",
   "init_state",
+  "jit_phased",
   "jit_step",
   "make_train_step",
   "make_vaells_step",
@@ -88,8 +92,12 @@ class TrainState(SkippedSteps):
     return psi_step_state(self.opt_state).attempted
 
 
-def phase_of(step, config: Config) -> Phase:
+def phase_of(step, config: Config, warmup: bool | None = None) -> Phase:
   """Schedule at ``step``: warm-up, then network and/or ``Psi`` updates.
+
+  ``warmup``: whether ``step`` is a warm-up step, when the caller knows it (a
+  Python bool, kept as is in ``Phase.warmup``); by default computed from
+  ``step``.
 
   Without ``alternate`` every step after warm-up updates both groups (with the
   prior weights times ``prior_weight_net``, as the original code does). With
@@ -98,18 +106,18 @@ def phase_of(step, config: Config) -> Phase:
   ``recon_weight_psi``).
   """
   step = jnp.asarray(step)
-  warmup = step < config.warmup_steps
+  in_warmup = step < config.warmup_steps if warmup is None else jnp.asarray(warmup)
   one = jnp.ones((), jnp.float32)
   if config.alternate:
     cycle = (step - config.warmup_steps) % (config.net_steps + config.psi_steps)
     net_phase = cycle < config.net_steps
   else:
     net_phase = jnp.ones((), bool)
-  update_psi = ~warmup & (~net_phase | (not config.alternate))
-  psi_only = ~warmup & ~net_phase
+  update_psi = ~in_warmup & (~net_phase | (not config.alternate))
+  psi_only = ~in_warmup & ~net_phase
   return Phase(
-    warmup=warmup,
-    update_net=warmup | net_phase,
+    warmup=in_warmup if warmup is None else warmup,
+    update_net=in_warmup | net_phase,
     update_psi=update_psi,
     recon_factor=jnp.where(psi_only, config.recon_weight_psi, one),
     prior_factor=jnp.where(psi_only, one, config.prior_weight_net * one),
@@ -158,7 +166,8 @@ def data_parallel_mesh(devices=None) -> jax.sharding.Mesh:
 def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   """Builds the jitted ``train_step(state, batch, key) -> (state, metrics)``.
 
-  The step is :func:`train_step_fn` under ``jax.jit``.
+  The step is :func:`train_step_fn` under ``jax.jit``, one compiled program
+  for warm-up steps and one for the others (:func:`jit_phased`).
 
   ``batch`` is ``{"x": [B, D], "label": [B] int}``; labels pick each sample's
   anchors from ``params["anchors"][label]``.
@@ -169,7 +178,8 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   step computes the same function as without a mesh (up to the order of
   floating-point sums); ``B`` must be a multiple of the number of devices.
   """
-  return jit_step(train_step_fn(model), mesh)
+  step = lambda warmup: train_step_fn(model, warmup)  # noqa: E731
+  return jit_phased(step, model.config, mesh)
 
 
 def make_vaells_step(config: Config, data_dim: int, mesh=None):
@@ -179,14 +189,20 @@ def make_vaells_step(config: Config, data_dim: int, mesh=None):
   return make_train_step(Model.create(config, data_dim), mesh)
 
 
-def train_step_fn(model: Model):
+def train_step_fn(model: Model, warmup: bool | None = None):
   """The training step ``(state, batch, key) -> (state, metrics)``, not jitted
-  (:func:`make_train_step` jits it; a population vmaps it first)."""
+  (:func:`make_train_step` jits it; a population vmaps it first).
+
+  ``warmup``: build the step for warm-up steps only (``True``) or for the
+  steps after it only (``False``); by default the step works out which from
+  ``state.step`` (a ``jax.lax.cond``, slow for convolutional networks on a
+  CPU: :func:`~vaells_jax.models.vaells.if_warmup`).
+  """
   cfg = model.config
   optimizer = make_optimizer(cfg)
 
   def train_step(state: TrainState, batch, key):
-    phase = phase_of(state.step, cfg)
+    phase = phase_of(state.step, cfg, warmup)
     k_noise, k_inf = jax.random.split(key)
     batch = {
       "x": model.present(batch["x"], jax.random.fold_in(key, 7)),
@@ -201,9 +217,12 @@ def train_step_fn(model: Model):
       args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
       return anchors, infer_step_coefficients(model, *args, k_inf)
 
-    # Warm-up trains the reconstruction alone: no anchors, no inference.
+    # Warm-up trains the reconstruction alone: no anchors, no inference. The
+    # inference stays in a conditional even where warm-up is known to be over
+    # (it has no gradient, so it runs at full speed there): outside one, XLA's
+    # CPU scheduler deadlocked the rotated-MNIST step with the exact solver.
     anchors, inferred = jax.lax.cond(
-      phase.warmup,
+      state.step < cfg.warmup_steps,
       lambda: jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer)),
       infer,
     )
@@ -258,6 +277,42 @@ def train_step_fn(model: Model):
     return new_state, metrics
 
   return train_step
+
+
+class PhasedStep:
+  """A jitted training step that runs one of two programs: the warm-up step
+  while ``state.step < warmup_steps``, the training step after it.
+
+  ``warmup_steps = 0`` makes one program. The step number is read on the
+  host: from the previous call's result without waiting for the device when
+  the state is the one it returned, else from the device.
+
+  Attributes:
+    programs: the jitted functions, ``(warm-up, training)`` or ``(training,)``.
+  """
+
+  def __init__(self, make_step, warmup_steps: int, mesh=None):
+    self.warmup_steps = warmup_steps
+    train = jit_step(make_step(False), mesh)
+    warm = (jit_step(make_step(True), mesh),) if warmup_steps else ()
+    self.programs = (*warm, train)
+    self._last = None  # (the last returned step counter, its value)
+
+  def __call__(self, state, batch, key):
+    if self._last is not None and self._last[0] is state.step:
+      number = self._last[1]
+    else:  # One process's copy: a multi-process state is not all addressable.
+      number = int(np.asarray(state.step.addressable_data(0)))
+    program = self.programs[0 if number < self.warmup_steps else -1]
+    new_state, metrics = program(state, batch, key)
+    self._last = (new_state.step, number + 1)
+    return new_state, metrics
+
+
+def jit_phased(make_step, config: Config, mesh: jax.sharding.Mesh | None = None):
+  """The :class:`PhasedStep` of ``make_step(warmup)`` (:func:`train_step_fn`'s
+  ``warmup``) under ``config``'s warm-up."""
+  return PhasedStep(make_step, config.warmup_steps, mesh)
 
 
 def jit_step(step, mesh: jax.sharding.Mesh | None = None):
