@@ -256,6 +256,25 @@ def test_a_workdir_with_a_run_needs_resume_or_overwrite(tmp_path):
   assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+def test_a_single_run_resumes_to_train_longer(tmp_path):
+  workdir = tmp_path / "run"
+  flags = ["--exp=concentric", *FAST_FLAGS]
+  single = [*flags, f"--workdir={workdir}", "--config.population=1"]
+  assert run_cli.main([*single, "--config.num_steps=2"]) == 0
+  assert run_cli.main([*single, "--config.num_steps=4", "--resume"]) == 0
+  assert checkpoint_steps(workdir)[-1] == 4
+  summary = json.loads((workdir / "summary.json").read_text())
+  assert (summary["resumed_from_step"], summary["steps"]) == (2, 4)
+  assert json.loads((workdir / "config.json").read_text())["num_steps"] == 4
+  # Fewer steps than the checkpoint holds: refused, nothing written.
+  assert run_cli.main([*single, "--config.num_steps=3", "--resume"]) == 2
+  assert checkpoint_steps(workdir)[-1] == 4
+  # A population picks its member at a fraction of num_steps: fixed length.
+  population = [*flags, "--config.population=2", f"--workdir={tmp_path / 'pop'}"]
+  assert run_cli.main([*population, "--config.num_steps=2"]) == 0
+  assert run_cli.main([*population, "--config.num_steps=4", "--resume"]) == 2
+
+
 def _final_state(workdir, config):
   data = runner.load_synthetic(workdir / "dataset.npz")
   target = init_state(jax.random.PRNGKey(0), config, data.anchors, data.data_dim)

@@ -116,6 +116,18 @@ def train(
   )
 
 
+# What a resumed run may change: a single run may train longer (a population
+# may not: it selects its member at a fraction of num_steps), and log or
+# checkpoint at another interval.
+_RESUMABLE_CHANGES = ("num_steps", "log_every", "checkpoint_every")
+
+
+def _may_change_on_resume(name: str, config: Config) -> bool:
+  if name == "num_steps" and config.population > 1:
+    return False
+  return name in _RESUMABLE_CHANGES
+
+
 def validate_run(
   config: Config,
   data: SyntheticData,
@@ -133,7 +145,9 @@ def validate_run(
       cannot be one (:func:`vaells_jax.runs.workdir.check_workdir`), or one
       that already holds a run (unless ``resume`` or ``overwrite``).
     CheckpointError: when resuming a run of another configuration or data,
-      or from a checkpoint that fails its checksums.
+      or from a checkpoint that fails its checksums. A resumed single run may
+      change ``num_steps`` (to train longer), ``log_every`` and
+      ``checkpoint_every``; nothing else.
   """
   check_data(config, data)
   if not is_main():
@@ -147,12 +161,13 @@ def validate_run(
         f"Nothing to resume: {workdir} holds no run ({CONFIG_NAME} is missing)."
       )
     saved = config_from_json(workdir / CONFIG_NAME)
-    if saved != config:
-      changed = [
-        f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
-        for f in dataclasses.fields(Config)
-        if getattr(saved, f.name) != getattr(config, f.name)
-      ]
+    changed = [
+      f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
+      for f in dataclasses.fields(Config)
+      if getattr(saved, f.name) != getattr(config, f.name)
+      and not _may_change_on_resume(f.name, config)
+    ]
+    if changed:
       raise CheckpointError(
         f"The run in {workdir} has a different "
         f"configuration ({'; '.join(changed)}); resume "
@@ -168,6 +183,11 @@ def validate_run(
           f"The run in {workdir} was trained on different "
           "data; resume with the same data."
         )
+    if steps and config.num_steps < steps[-1]:
+      raise ValueError(
+        f"config.num_steps={config.num_steps} is below the run's checkpoint at "
+        f"step {steps[-1]}; resume with num_steps >= {steps[-1]}."
+      )
     if steps:
       verify_checkpoint(
         workdir, (checkpoint_steps(workdir) or steps)[-1], run_identity(config, data)
