@@ -128,6 +128,7 @@ def _terms(model: Model, params, batch, samples, inferred) -> LogWeights:
 
 
 _jit_samples = jax.jit(_samples, static_argnums=(0, 4))
+_jit_iwae_bound = jax.jit(iwae_bound)  # one program, not a dozen eager ones
 _jit_total = jax.jit(lambda *args: _terms(*args).total, static_argnums=0)
 
 
@@ -191,4 +192,4 @@ def importance_log_likelihood(
       )
     )
   log_w = np.concatenate(out)[:num]
-  return np.asarray(iwae_bound(log_w)), log_w.mean(axis=-1)
+  return np.asarray(_jit_iwae_bound(log_w)), log_w.mean(axis=-1)

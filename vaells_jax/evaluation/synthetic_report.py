@@ -73,7 +73,7 @@ def operator_orbits(
   rho = _rotation_rates(psi)
   ts = np.linspace(-1.0, 1.0, num_points)
   coeffs = (np.eye(num_ops) * np.pi / rho[:, None])[:, None]  # [M, 1, M]
-  paths = np.asarray(transport_path(coeffs, jnp.asarray(starts), ts))  # [T, M, S, d]
+  paths = np.asarray(transport_path(coeffs, starts, ts))  # [T, M, S, d]
   orbits = np.moveaxis(paths, 0, 2)
   too_far = np.linalg.norm(orbits, axis=-1) > max_norm
   return np.where(too_far[..., None], np.nan, orbits)
