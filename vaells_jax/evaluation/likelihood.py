@@ -27,7 +27,6 @@ the same log weights is the ELBO. Latent points live on the inference scale
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -50,7 +49,13 @@ from vaells_jax.models.vaells import (
   sample_posterior_latents,
 )
 
-__all__ = ["LogWeights", "importance_log_likelihood", "iwae_bound", "log_weights"]
+__all__ = [
+  "LogWeights",
+  "importance_log_likelihood",
+  "iwae_bound",
+  "log_weights",
+  "solve_pairs",
+]
 
 
 def log_weights(model: Model, params, batch, key, num_samples: int) -> LogWeights:
@@ -71,6 +76,14 @@ def log_weights(model: Model, params, batch, key, num_samples: int) -> LogWeight
   Raises:
     ValueError: if ``gamma`` is 0 (the posterior then has no density).
   """
+  samples = _samples(model, params, batch, key, num_samples)
+  inferred = infer_step_coefficients(model, params["psi"], *samples)
+  return _terms(model, params, batch, samples, inferred)
+
+
+def _samples(model: Model, params, batch, key, num_samples: int):
+  """``(mu [P, d], anchors [P, A, d], z [P, K, d], key)``: the encodings, the
+  anchors, the posterior samples and the key for the inference starts."""
   cfg = model.config
   if cfg.gamma <= 0:
     raise ValueError(
@@ -86,7 +99,15 @@ def log_weights(model: Model, params, batch, key, num_samples: int) -> LogWeight
   coeffs = sample_laplace(k_c, shape + (cfg.num_ops,), b)
   eps = jax.random.normal(k_e, shape + (cfg.latent_dim,))
   z = sample_posterior_latents(psi, mu, Noise(coeffs, eps, gamma))
-  inferred = infer_step_coefficients(model, psi, mu, anchors, z, k_inf)
+  return mu, anchors, z, k_inf
+
+
+def _terms(model: Model, params, batch, samples, inferred) -> LogWeights:
+  """The :class:`LogWeights` of ``samples`` given their inferred coefficients."""
+  cfg = model.config
+  b, gamma, psi = 1.0 / cfg.zeta3, cfg.gamma, params["psi"]
+  mu, anchors, z, _ = samples
+  x = batch["x"]
   c2 = gaussian_log_norm(cfg.latent_dim, gamma) + laplace_log_norm(cfg.num_ops, b)
   log_q = (
     posterior_log_density(
@@ -106,9 +127,37 @@ def log_weights(model: Model, params, batch, key, num_samples: int) -> LogWeight
   return LogWeights(log_px, log_prior, log_q, z)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4))
+_jit_samples = jax.jit(_samples, static_argnums=(0, 4))
+_jit_iwae_bound = jax.jit(iwae_bound)  # one program, not a dozen eager ones
+_jit_total = jax.jit(lambda *args: _terms(*args).total, static_argnums=0)
+
+
 def _chunk_log_weights(model, params, batch, key, num_samples):
-  return log_weights(model, params, batch, key, num_samples).total
+  """``log_weights(...).total`` as two jitted programs around the inference,
+  which compiles apart (``infer_coefficients``'s own jit), so that other solves
+  of the same number of pairs (:func:`solve_pairs`) reuse its program."""
+  # On the host: jit compiles apart for arguments committed to a device (a
+  # jitted function's outputs) and uncommitted ones (the report's solves).
+  samples = jax.tree_util.tree_map(
+    np.asarray, _jit_samples(model, params, batch, key, num_samples)
+  )
+  inferred = infer_step_coefficients(model, params["psi"], *samples)
+  return _jit_total(model, params, batch, samples, inferred)
+
+
+def solve_pairs(model: Model, num_anchors: int, num_samples: int, chunk_size: int):
+  """The solves of :func:`importance_log_likelihood`, ``{restarts: pairs}``.
+
+  As :func:`~vaells_jax.models.vaells.infer_step_coefficients` makes them for
+  ``chunk_size`` points of ``num_samples`` samples with ``num_anchors``
+  anchors each: one solve of all pairs when both solvers have the same
+  restarts, else a posterior and a prior solve.
+  """
+  post, prior = model.solvers
+  samples = chunk_size * num_samples
+  if post.num_restarts == prior.num_restarts:
+    return {prior.num_restarts: samples * (1 + num_anchors)}
+  return {post.num_restarts: samples, prior.num_restarts: samples * num_anchors}
 
 
 def importance_log_likelihood(
@@ -143,4 +192,4 @@ def importance_log_likelihood(
       )
     )
   log_w = np.concatenate(out)[:num]
-  return np.asarray(iwae_bound(log_w)), log_w.mean(axis=-1)
+  return np.asarray(_jit_iwae_bound(log_w)), log_w.mean(axis=-1)

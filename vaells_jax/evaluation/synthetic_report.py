@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.core.transport import transport, transport_path
+from vaells_jax.core.transport import transport_path as core_transport_path
 from vaells_jax.evaluation import metrics as evaluation
 from vaells_jax.evaluation import plotting
+from vaells_jax.evaluation.fixed_shapes import (
+  RowPrograms,
+  solve_in_blocks,
+)
+from vaells_jax.evaluation.likelihood import solve_pairs
 from vaells_jax.evaluation.summary_md import write_markdown
 
 __all__ = [
@@ -28,6 +34,7 @@ TRAVERSAL_POINTS = 2001
 PATH_RESTARTS = 16  # tiling TRAVERSAL_TURNS turns each way (spread_restarts)
 ORBIT_POINTS = 100
 CONTOUR_GRID = 41
+LL_CHUNK = 25  # points per log-likelihood solve (TrainedVAELLS.log_likelihood)
 
 
 def _rotation_rates(psi):
@@ -38,7 +45,9 @@ def _rotation_rates(psi):
   return np.maximum(np.abs(np.linalg.eigvals(np.asarray(psi))).max(axis=-1), 1e-6)
 
 
-def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
+def operator_orbits(
+  psi, starts, max_norm, num_points=ORBIT_POINTS, transport_path=None
+):
   """Orbits ``expm(t psi_m) s`` of each operator from each start.
 
   ``t`` spans ``[-pi, pi] / rho_m`` with ``rho_m`` the largest eigenvalue
@@ -50,19 +59,22 @@ def operator_orbits(psi, starts, max_norm, num_points=ORBIT_POINTS):
     starts: ``[S, d]``.
     max_norm: cut-off radius.
     num_points: points per orbit.
+    transport_path: ``(coeffs, z0, ts) -> [T, ..., d]`` with these operators
+      (:meth:`~vaells_jax.evaluation.fixed_shapes.RowPrograms.transport_path`);
+      by default :func:`~vaells_jax.core.transport.transport_path`.
 
   Returns:
     ``[M, S, T, d]``.
   """
   psi = np.asarray(psi)
+  if transport_path is None:
+    transport_path = functools.partial(core_transport_path, jnp.asarray(psi))
   num_ops = psi.shape[0]
   rho = _rotation_rates(psi)
   ts = np.linspace(-1.0, 1.0, num_points)
-  paths = [
-    transport_path(psi, np.eye(num_ops)[m] * np.pi / rho[m], jnp.asarray(starts), ts)
-    for m in range(num_ops)
-  ]
-  orbits = np.swapaxes(np.stack([np.asarray(p) for p in paths]), 1, 2)
+  coeffs = (np.eye(num_ops) * np.pi / rho[:, None])[:, None]  # [M, 1, M]
+  paths = np.asarray(transport_path(coeffs, starts, ts))  # [T, M, S, d]
+  orbits = np.moveaxis(paths, 0, 2)
   too_far = np.linalg.norm(orbits, axis=-1) > max_norm
   return np.where(too_far[..., None], np.nan, orbits)
 
@@ -78,7 +90,34 @@ def _same_class_pairs(labels, num, rng):
   return np.asarray(pairs)
 
 
-def _posterior_contour(trained, center, latents):
+def _paths(trained, rows, latents, pairs, ts, key):
+  """The inferred paths between the pairs of test points, ``[T, P, d]``.
+
+  VAELLS's: :meth:`~vaells_jax.api.TrainedVAELLS.infer_path` with
+  :func:`spread_restarts`. Its restarts are solved as restarts, in a program
+  of their own: solved as pairs of a one-restart solve (the program the
+  log-likelihood compiles), their starts differ by the rounding of
+  ``lo + r w`` and the 100-iteration solves amplify that to a 0.8% change of
+  ``path_endpoint_error`` on a concentric run.
+  """
+  z0, z1 = latents[pairs[:, 0]], latents[pairs[:, 1]]
+  if trained.psi is None:
+    return np.asarray(trained.infer_path(z0, z1, ts, key=key))
+  num_restarts, init_range = spread_restarts(trained.psi)
+  solver = trained.solvers.prior.replace(
+    num_restarts=num_restarts, init_range=init_range
+  )
+  result = solver(
+    trained.psi,
+    jnp.asarray(z0),
+    jnp.asarray(z1),
+    l1_weight=trained.config.zeta_p,
+    key=key,
+  )
+  return rows.transport_path(np.asarray(result.coeffs), z0, ts)
+
+
+def _posterior_contour(trained, rows, center, latents):
   """Posterior terms on a grid around the encodings (paper appendix C)."""
   cfg = trained.config
   lo, hi = latents.min(axis=0), latents.max(axis=0)
@@ -86,21 +125,34 @@ def _posterior_contour(trained, center, latents):
   gx = np.linspace(lo[0] - pad[0], hi[0] + pad[0], CONTOUR_GRID)
   gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], CONTOUR_GRID)
   grid = np.stack(np.meshgrid(gx, gy), axis=-1)  # [G2, G1, 2]
-  start = jnp.asarray(center)
-  result = trained.solvers.prior(
+  solver = trained.solvers.prior
+  coeffs, _ = solve_in_blocks(
+    solver,
     trained.psi,
-    start,
-    jnp.asarray(grid, jnp.float32),
+    center,
+    grid.astype(np.float32),
     l1_weight=cfg.zeta_q,
     key=jax.random.PRNGKey(0),
+    init_range=solver.init_range,
+    pairs=_block_pairs(trained, solver.num_restarts, grid[..., 0].size),
   )
-  residual = grid - np.asarray(transport(trained.psi, result.coeffs, start))
+  residual = grid - rows.transport(coeffs, center)
   data_term = -0.5 * cfg.zeta2 * np.sum(residual**2, axis=-1)
-  coeff_term = -cfg.zeta3 * np.sum(np.abs(np.asarray(result.coeffs)), axis=-1)
+  coeff_term = -cfg.zeta3 * np.sum(np.abs(coeffs), axis=-1)
   return gx, gy, data_term, coeff_term
 
 
-def _traversals(trained, anchors, m, max_norm):
+def _block_pairs(trained, restarts: int, default: int) -> int:
+  """Pairs per block of a solve with ``restarts``: the log-likelihood's, when
+  it has a solve with as many restarts (one compiled program for both)."""
+  anchors = trained.params["anchors"].shape[1]
+  shapes = solve_pairs(
+    trained._model, anchors, trained.config.eval_ll_samples, LL_CHUNK
+  )
+  return shapes.get(restarts, default)
+
+
+def _traversals(trained, rows, anchors, m, max_norm):
   """How far operator ``m``'s orbits from the anchors run along the true curves.
 
   The orbit ``expm(t Psi_m) a`` from each anchor ``a``, for ``t`` up to
@@ -115,16 +167,14 @@ def _traversals(trained, anchors, m, max_norm):
     ``max_norm`` are NaN), for :func:`plotting.plot_orbits`.
   """
   data = trained.data
-  psi = np.asarray(trained.psi)[m : m + 1]
-  rho = _rotation_rates(psi)[0]
+  rho = _rotation_rates(np.asarray(trained.psi)[m : m + 1])[0]
   ts = np.linspace(-1.0, 1.0, TRAVERSAL_POINTS)
   start = TRAVERSAL_POINTS // 2
-  orbits = np.asarray(
-    transport_path(
-      psi, jnp.asarray([2 * np.pi * TRAVERSAL_TURNS / rho]), jnp.asarray(anchors), ts
-    )
+  coeffs = np.eye(trained.config.num_ops, dtype=np.float32)[m]
+  orbits = rows.transport_path(
+    np.float32(2 * np.pi * TRAVERSAL_TURNS / rho) * coeffs, anchors, ts
   )  # [T, C, A, d]
-  decoded = np.asarray(trained.decode(orbits.reshape(-1, orbits.shape[-1])))
+  decoded = rows.decode(orbits.reshape(-1, orbits.shape[-1]))
   decoded = np.nan_to_num(
     decoded.reshape(*orbits.shape[:-1], -1), nan=1e30, posinf=1e30, neginf=-1e30
   )
@@ -170,19 +220,17 @@ def learned_structure(trained, key) -> dict:
   :func:`evaluate_and_report` computes them (with ``key`` for the samples),
   and ``success``: coverage >= 0.9 and samples within 15 noise levels.
   """
-  data = trained.data
-  latents = np.asarray(trained.encode(data.x_test))
+  data, rows = trained.data, RowPrograms(trained)
+  latents = rows.encode(data.x_test)
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
-  anchors = np.asarray(trained.anchors_latent)
-  prior = np.asarray(
-    trained._sample_around(
-      key, jnp.asarray(anchors.reshape(-1, anchors.shape[-1])), NUM_PRIOR_SAMPLES
-    )
+  anchors = rows.encode(trained.params["anchors"])
+  prior = rows.sample_around(
+    key, anchors.reshape(-1, anchors.shape[-1]), NUM_PRIOR_SAMPLES
   )
-  decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
+  decoded = rows.decode(prior.reshape(-1, prior.shape[-1]))
   distance = evaluation.manifold_distance(decoded, data.manifold, data.noise_std)
   strongest = int(np.argmax(np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))))
-  coverage, _ = _traversals(trained, anchors, strongest, max_norm)
+  coverage, _ = _traversals(trained, rows, anchors, strongest, max_norm)
   return {
     "orbit_coverage": coverage,
     "sample_manifold_distance": distance,
@@ -212,14 +260,13 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   rng = np.random.default_rng(cfg.seed)
   key = jax.random.PRNGKey(cfg.seed + 2)
   k_prior, k_path, k_ll = jax.random.split(key, 3)
-  latents = np.asarray(trained.encode(data.x_test))
+  rows = RowPrograms(trained)
+  latents = rows.encode(data.x_test)
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
   metrics = {
     "knn_class_accuracy": evaluation.knn_class_accuracy(latents, data.labels_test)
   }
-  metrics["mse"] = float(
-    np.mean((np.asarray(trained.decode(latents)) - data.x_test) ** 2)
-  )
+  metrics["mse"] = float(np.mean((rows.decode(latents) - data.x_test) ** 2))
   num = min(cfg.eval_ll_points, len(data.x_test))
   ll, elbo = trained.log_likelihood(
     k_ll, data.x_test[:num], data.labels_test[:num], cfg.eval_ll_samples
@@ -228,11 +275,9 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
 
   operators = trained.psi is not None
   if operators:
-    anchors = np.asarray(trained.anchors_latent)  # [C, A, d]
+    anchors = rows.encode(trained.params["anchors"])  # [C, A, d]
     flat_anchors = anchors.reshape(-1, anchors.shape[-1])
-    prior = np.asarray(
-      trained._sample_around(k_prior, jnp.asarray(flat_anchors), NUM_PRIOR_SAMPLES)
-    )  # [K, S, d]
+    prior = rows.sample_around(k_prior, flat_anchors, NUM_PRIOR_SAMPLES)  # [K, S, d]
   else:  # as many samples as VAELLS draws, from the model's own prior
     anchors = np.zeros((0, 1, latents.shape[-1]))
     prior = np.asarray(
@@ -241,7 +286,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
       )
     )[None]
   if data.has_ground_truth:  # distances to the true manifold need it
-    decoded = np.asarray(trained.decode(prior.reshape(-1, prior.shape[-1])))
+    decoded = rows.decode(prior.reshape(-1, prior.shape[-1]))
     metrics["sample_manifold_distance"] = evaluation.manifold_distance(
       decoded, data.manifold, data.noise_std
     )
@@ -253,7 +298,9 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   orbits = magnitudes = traversals = None
   if operators:
     magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
-    orbits = operator_orbits(trained.psi, anchors[:, 0], max_norm)
+    orbits = operator_orbits(
+      trained.psi, anchors[:, 0], max_norm, transport_path=rows.transport_path
+    )
     strongest = int(np.argmax(magnitudes))
     dominant = orbits[strongest].reshape(-1, latents.shape[-1])
     metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
@@ -261,27 +308,13 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     )
     if data.has_ground_truth:
       metrics["orbit_coverage"], traversals = _traversals(
-        trained, anchors, strongest, max_norm
+        trained, rows, anchors, strongest, max_norm
       )
 
   log(f"paths between {NUM_PATHS} test pairs ...")
   pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
-  restarts = spread_restarts(trained.psi) if operators else (None, None)
-  paths = np.swapaxes(
-    np.asarray(
-      trained.infer_path(
-        latents[pairs[:, 0]],
-        latents[pairs[:, 1]],
-        ts,
-        key=k_path,
-        num_restarts=restarts[0],
-        init_range=restarts[1],
-      )
-    ),
-    0,
-    1,
-  )
+  paths = np.swapaxes(_paths(trained, rows, latents, pairs, ts, k_path), 0, 1)
   lines = (
     latents[pairs[:, 0], None] * (1 - ts[:, None])
     + latents[pairs[:, 1], None] * ts[:, None]
@@ -302,7 +335,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
 
   if latents.shape[-1] == 2:
     figures = _figures(
-      workdir, trained, latents, anchors, prior, orbits, paths, magnitudes
+      workdir, trained, rows, latents, anchors, prior, orbits, paths, magnitudes
     )
     if traversals is not None:
       figures.append(
@@ -332,7 +365,9 @@ class _Later:
     return lambda *args, **kwargs: self.figures.append(lambda: fn(*args, **kwargs))
 
 
-def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitudes):
+def _figures(
+  workdir, trained, rows, latents, anchors, prior, orbits, paths, magnitudes
+):
   """The figures of a 2-d latent space, as thunks to draw one by one."""
   figures = []
   later = _Later(figures)
@@ -376,7 +411,7 @@ def _figures(workdir, trained, latents, anchors, prior, orbits, paths, magnitude
   later.plot_paths(workdir / "paths.png", latents, paths)
   later.plot_orbits(workdir / "orbits.png", latents, orbits, magnitudes)
   center = latents[0]
-  gx, gy, data_term, coeff_term = _posterior_contour(trained, center, latents)
+  gx, gy, data_term, coeff_term = _posterior_contour(trained, rows, center, latents)
   later.plot_posterior_contour(
     workdir / "posterior_contour.png",
     gx,
