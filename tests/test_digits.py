@@ -157,6 +157,30 @@ def test_path_span_is_a_half_turn_of_the_orbits_slowest_rotation():
   )
 
 
+def test_gated_path_grid_steps_by_the_fastest_rotation():
+  # Same orbit: the span is a half turn of the fundamental (0.2), the frames
+  # a 36th of a half turn of the 2nd harmonic (0.4) apart: 72 a side.
+  psi = _generator((0.0, 0.2), (0.0, 0.4), (0.0, 0.05), (-0.3, 0.01))
+  phases = np.random.default_rng(0).uniform(0, 2 * np.pi, (9, 4))
+  starts = np.stack([np.cos(phases), np.sin(phases)], -1).reshape(9, 8)
+  starts = starts * np.repeat([1.0, 3.0, 0.1, 5.0], 2)
+  ts = rotation.gated_path_grid(psi, starts, cap=100.0)
+  assert len(ts) == 2 * 72 + 1 and ts[72] == 0.0
+  np.testing.assert_allclose(np.diff(ts), np.pi / 0.4 / 36)
+  assert ts[-1] == pytest.approx(np.pi / 0.2)
+  # One rotation: 36 frames a side over its half turn (73 in all).
+  one = rotation.gated_path_grid(psi[:2, :2], starts[:, :2], cap=100.0)
+  assert len(one) == 73 and one[-1] == pytest.approx(np.pi / 0.2)
+  # A fast rotation 40x the slow one: at most GATED_SIDE_FRAMES a side, the
+  # step still set by the fast one; the cap bounds the range.
+  fast = _generator((0.0, 0.01), (0.0, 0.4))
+  both = starts[:, :4]
+  ts = rotation.gated_path_grid(fast, both, cap=1e6)
+  assert len(ts) == 2 * rotation.GATED_SIDE_FRAMES + 1
+  np.testing.assert_allclose(np.diff(ts), np.pi / 0.4 / 36)
+  assert rotation.gated_path_grid(fast, both, cap=3.0)[-1] == pytest.approx(3.0)
+
+
 def test_fit_orbit_operator_recovers_the_generator_of_closed_orbits():
   import scipy.linalg
 

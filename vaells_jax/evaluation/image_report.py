@@ -12,8 +12,9 @@ Metrics (paper section 5, appendix D; SPEC section 6):
   ``config.eval_rotation_digits`` held-out upright digits (a fixed draw) are
   moved along the path ``expm(t psi) f(x)`` of the strongest operator
   (``|t|`` up to ``pi / rho``, a half turn each way of the slowest rotation
-  of the operator that moves the digits, :func:`path_span`;
-  ``GATED_FRAMES`` frames); each frame is matched to rotated copies of the
+  of the operator that moves the digits, :func:`path_span`; frames a
+  thirty-sixth of a half turn of its fastest rotation apart,
+  :func:`gated_path_grid`); each frame is matched to rotated copies of the
   decoded start frame, and the two-sided span of monotonic rotation from
   ``t = 0`` lasts while the best correlation stays at least
   ``rotation_gate_level`` (the ``GATE_PERCENTILE``-th percentile of the same
@@ -56,6 +57,7 @@ from vaells_jax.evaluation.likelihood import importance_log_likelihood
 from vaells_jax.evaluation.rotation import (
   GATE_PERCENTILE,
   fit_orbit_operator,
+  gated_path_grid,
   gated_rotation_spans,
   matched_angles,
   path_span,
@@ -70,7 +72,6 @@ __all__ = ["evaluate_and_report"]
 GRID_INPUTS = 6  # posterior-sample grids
 PATH_FRAMES = 11  # columns of the operator-path figures
 FIDELITY_FRAMES = 37  # frames along each ungated rotation path
-GATED_FRAMES = 73  # frames along each gated rotation path (t = 0 in the middle)
 GATED_CHUNK = 25  # digits whose paths are decoded at once
 REFERENCE_DIGITS = 300  # training digits whose orbits fit the reference operator
 REFERENCE_ANGLES = 36  # rotated copies per digit (10 degrees apart)
@@ -250,10 +251,10 @@ def _gated_rotation(trained, encode, decode, operators, key, workdir) -> dict:
     num_steps=CLASSIFIER_STEPS,
   )
   b = 1.0 / cfg.zeta3
-  centre = GATED_FRAMES // 2
   results = []
   for op in operators:
-    ts = np.linspace(-1, 1, GATED_FRAMES) * path_span(op, starts, 1000 * b)
+    ts = gated_path_grid(op, starts, 1000 * b)
+    centre = len(ts) // 2
     frames = np.concatenate(
       [
         np.asarray(

@@ -37,6 +37,7 @@ __all__ = [
   "fit_orbit_operator",
   "gated_rotation_spans",
   "matched_angles",
+  "gated_path_grid",
   "path_span",
   "rotation_gate_level",
   "rotation_path_stats",
@@ -49,6 +50,8 @@ __all__ = [
 # 100 degrees by chance jumps).
 MAX_FRAME_STEP = 30.0
 SPAN_MIN_SHARE = 0.25  # see path_span
+FRAME_DIVISIONS = 36  # frames per half turn of the fastest rotation (gated_path_grid)
+GATED_SIDE_FRAMES = 180  # most frames each side of t = 0 (gated_path_grid)
 # The correlation gate is this percentile of the best correlations the
 # autoencoder reaches for truly rotated inputs (rotation_gate_level): 95 % of
 # its own rotated reconstructions pass, so a frame that fails is less like a
@@ -161,6 +164,22 @@ def _longest_rise(steps) -> float:
   return best
 
 
+def _turning_rates(psi_m, starts) -> tuple[float, float]:
+  """``(slowest, fastest)`` rotation rate of ``psi_m`` that moves the
+  ``starts`` appreciably (:func:`path_span`); without oscillating
+  eigenvalues both are the largest ``|lambda|``."""
+  lam, vecs = np.linalg.eig(np.asarray(psi_m, np.float64))
+  parts = np.linalg.solve(vecs, np.asarray(starts, np.float64).T)  # [d, R]
+  share = np.median(np.abs(parts), axis=1)
+  turning = np.abs(lam.imag) > np.abs(lam.real)
+  if not turning.any():
+    rho = np.abs(lam).max()
+    return rho, rho
+  share = np.where(turning, share, 0.0)
+  rates = np.abs(lam.imag)[share >= SPAN_MIN_SHARE * share.max()]
+  return rates.min(), rates.max()
+
+
 def path_span(psi_m, starts, cap: float) -> float:
   """Coefficient range ``pi / rho``: a half turn each way of a rotation.
 
@@ -179,16 +198,28 @@ def path_span(psi_m, starts, cap: float) -> float:
     starts: ``[R, d]`` points the path starts from (inference scale).
     cap: the largest range returned.
   """
-  lam, vecs = np.linalg.eig(np.asarray(psi_m, np.float64))
-  parts = np.linalg.solve(vecs, np.asarray(starts, np.float64).T)  # [d, R]
-  share = np.median(np.abs(parts), axis=1)
-  turning = np.abs(lam.imag) > np.abs(lam.real)
-  if turning.any():
-    share = np.where(turning, share, 0.0)
-    rho = np.abs(lam.imag)[share >= SPAN_MIN_SHARE * share.max()].min()
-  else:
-    rho = np.abs(lam).max()
-  return float(min(np.pi / max(rho, 1e-6), cap))
+  slowest, _ = _turning_rates(psi_m, starts)
+  return float(min(np.pi / max(slowest, 1e-6), cap))
+
+
+def gated_path_grid(psi_m, starts, cap: float) -> np.ndarray:
+  """Coefficients of a gated rotation path's frames, ``[2 n + 1]``, ``0`` in
+  the middle.
+
+  The frames cover :func:`path_span` each way, at most
+  ``GATED_SIDE_FRAMES`` frames a side, ``pi / (FRAME_DIVISIONS rho_max)``
+  apart (a half turn of the fastest appreciable rotation ``rho_max`` in
+  ``FRAME_DIVISIONS`` frames), so that a digit turned by any of the
+  operator's rotations moves by a few degrees from frame to frame and the
+  ``MAX_FRAME_STEP`` rule stops only at real jumps. Where the fastest
+  rotation is the slowest (``rho_max = rho_min``) that is ``FRAME_DIVISIONS``
+  frames a side over the half turn.
+  """
+  slowest, fastest = _turning_rates(psi_m, starts)
+  span = min(np.pi / max(slowest, 1e-6), cap)
+  step = np.pi / max(fastest, 1e-6) / FRAME_DIVISIONS
+  side = int(min(np.ceil(span / step - 1e-9), GATED_SIDE_FRAMES))
+  return np.arange(-side, side + 1) * min(step, span / side)
 
 
 def best_rotation_matches(frames, references, step: float = ANGLE_STEP, chunk=25):
