@@ -221,7 +221,7 @@ def if_warmup(phase: Phase, warmup_fn, train_fn):
   convolution inside a conditional in a slow generic form (a rotated-MNIST
   step: 11.4 s against 0.35 s outside, docs/benchmarks.md), so the training
   step is built once per value of ``warmup``
-  (:func:`vaells_jax.training.step.jit_phased`).
+  (:class:`vaells_jax.training.step.PhasedStep`).
   """
   if isinstance(phase.warmup, bool):
     return warmup_fn() if phase.warmup else train_fn()

@@ -32,9 +32,9 @@ from vaells_jax.training.guards import (
   deferred_signals,
 )
 from vaells_jax.training.step import (
+  PhasedStep,
   TrainState,
   init_state,
-  jit_phased,
   make_vaells_step,
   train_step_fn,
 )
@@ -99,9 +99,9 @@ def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=Non
   if vectorize is None:
     vectorize = jax.default_backend() != "cpu"
   model = Model.create(config, data_dim)
-  return jit_phased(
+  return PhasedStep(
     lambda warmup: _all_members(train_step_fn(model, warmup), vectorize),
-    config,
+    config.warmup_steps,
     mesh,
   )
 

@@ -11,7 +11,7 @@ Which groups move, and the term weights, depend on the phase (warm-up, network
 steps, ``Psi`` steps), computed from ``state.step`` inside the jitted function,
 so the schedule never triggers a recompilation. Only warm-up is decided on the
 host: a config with warm-up compiles two steps, one for warm-up and one for
-after it (:func:`jit_phased`).
+after it (:class:`PhasedStep`).
 
 Numerical faults do not crash the step: a step whose loss or gradient is not
 finite changes nothing (``optax.apply_if_finite``), and the optimiser counts
@@ -48,7 +48,6 @@ __all__ = [
   "TrainState",
   "data_parallel_mesh",
   "init_state",
-  "jit_phased",
   "jit_step",
   "make_train_step",
   "make_vaells_step",
@@ -167,7 +166,7 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   """Builds the jitted ``train_step(state, batch, key) -> (state, metrics)``.
 
   The step is :func:`train_step_fn` under ``jax.jit``, one compiled program
-  for warm-up steps and one for the others (:func:`jit_phased`).
+  for warm-up steps and one for the others (:class:`PhasedStep`).
 
   ``batch`` is ``{"x": [B, D], "label": [B] int}``; labels pick each sample's
   anchors from ``params["anchors"][label]``.
@@ -179,7 +178,7 @@ def make_train_step(model: Model, mesh: jax.sharding.Mesh | None = None):
   floating-point sums); ``B`` must be a multiple of the number of devices.
   """
   step = lambda warmup: train_step_fn(model, warmup)  # noqa: E731
-  return jit_phased(step, model.config, mesh)
+  return PhasedStep(step, model.config.warmup_steps, mesh)
 
 
 def make_vaells_step(config: Config, data_dim: int, mesh=None):
@@ -307,12 +306,6 @@ class PhasedStep:
     new_state, metrics = program(state, batch, key)
     self._last = (new_state.step, number + 1)
     return new_state, metrics
-
-
-def jit_phased(make_step, config: Config, mesh: jax.sharding.Mesh | None = None):
-  """The :class:`PhasedStep` of ``make_step(warmup)`` (:func:`train_step_fn`'s
-  ``warmup``) under ``config``'s warm-up."""
-  return PhasedStep(make_step, config.warmup_steps, mesh)
 
 
 def jit_step(step, mesh: jax.sharding.Mesh | None = None):
