@@ -65,7 +65,10 @@ METRIC_GUIDE = {
     "higher",
     "per operator: the same reach as the fraction of pixels changed by > 0.1 (0 to 2)",
   ),
-  "operator_reach_coefficient": ("-", "per operator: median |t| reached"),
+  "operator_reach_coefficient": (
+    "-",
+    "per operator: median absolute coefficient reached",
+  ),
   "operator_reach_at_end": (
     "-",
     "per operator: directions still of the class at the range's end "
