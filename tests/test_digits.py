@@ -211,8 +211,26 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
     eval_ll_points=4,
     eval_ll_samples=3,
     log_every=3,
+    eval_rotation_digits=30,
   )
   _, summary = train_and_evaluate(config, data, tmp_path, log=lambda _: None)
+  written = json.loads((tmp_path / "summary.json").read_text())
+  assert written["operator_reach_digits"] == 30
+  for key in ("rms", "changed_fraction", "coefficient", "at_end"):
+    values = written[f"operator_reach_{key}"]
+    assert len(values) == config.num_ops, key
+    assert all(np.isfinite(v) and v >= 0 for v in values), key
+  assert all(f <= 2 for f in written["operator_reach_changed_fraction"])
+  assert all(f <= 1 for f in written["operator_reach_at_end"])
+  assert 0 <= written["operator_reach_start_class_kept"] <= 1
+  assert written["operator_reach_eval_time_s"] > 0
+  table = [
+    row
+    for row in (tmp_path / "summary.md").read_text().splitlines()
+    if row.startswith("|")
+  ]
+  assert any(row.startswith("| operator_reach_rms |") for row in table)
+  assert all(row.count("|") == 5 for row in table)  # four columns in every row
   for key in (
     "log_likelihood",
     "elbo",

@@ -116,9 +116,10 @@ class Config:
   # needs an inference per anchor: 100 x 100 took ~40 s on the swiss roll).
   eval_ll_points: int = 100
   eval_ll_samples: int = 20
-  # Rotated inputs: held-out digits whose operator paths the gated rotation
-  # span follows (vaells_jax.evaluation.rotation.GATED_DIGITS). Evaluation
-  # only: not part of a checkpoint's identity.
+  # Held-out digits whose operator paths the gated rotation span follows for
+  # rotated inputs (vaells_jax.evaluation.rotation.GATED_DIGITS), the operator
+  # reach for natural ones (vaells_jax.evaluation.reach). Evaluation only:
+  # not part of a checkpoint's identity.
   eval_rotation_digits: int = 200
   log_every: int = 100
   checkpoint_every: int = 1000

@@ -33,7 +33,12 @@ Metrics (paper section 5, appendix D; SPEC section 6):
   check that a frame is still the digit;
 * natural digits: ``class_consistency``, the fraction of decoded posterior
   samples that a classifier trained on the training digits assigns the
-  input's class, with that classifier's own ``classifier_test_accuracy``.
+  input's class, with that classifier's own ``classifier_test_accuracy``;
+  and each operator's reach (:mod:`vaells_jax.evaluation.reach`,
+  :func:`_operator_reach`): how far its path moves ``eval_rotation_digits``
+  held-out digits (RMS pixel difference from the decoded start, the
+  headline, and the fraction of pixels changed by more than 0.1) while that
+  classifier keeps their class, over the operator-path figure's range.
 
 Figures: posterior-sample grids, extrapolated paths of each operator, the
 latent embedding (first two principal components), rotation fidelity.
@@ -54,6 +59,7 @@ from vaells_jax.evaluation import image_plots, plotting
 from vaells_jax.evaluation import metrics as evaluation
 from vaells_jax.evaluation.classifier import accuracy, predict, train_classifier
 from vaells_jax.evaluation.likelihood import importance_log_likelihood
+from vaells_jax.evaluation.reach import class_kept_reach, summarize_reach
 from vaells_jax.evaluation.rotation import (
   GATE_PERCENTILE,
   fit_orbit_operator,
@@ -71,6 +77,7 @@ __all__ = ["evaluate_and_report"]
 
 GRID_INPUTS = 6  # posterior-sample grids
 PATH_FRAMES = 11  # columns of the operator-path figures
+REACH_FRAMES = 41  # frames along each operator-reach path (t = 0 in the middle)
 FIDELITY_FRAMES = 37  # frames along each ungated rotation path
 GATED_CHUNK = 25  # digits whose paths are decoded at once
 REFERENCE_DIGITS = 300  # training digits whose orbits fit the reference operator
@@ -152,6 +159,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     ]
     return ts, *(np.asarray([s[k] for s in stats]) for k in range(3))
 
+  spans = []
   for m in range(cfg.num_ops):
     # A quarter turn each way for rotated digits; up to 10 b otherwise.
     span = (
@@ -159,6 +167,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
       if cfg.input_rotation
       else path_span(psi[m], starts, cap=10 * b)
     )
+    spans.append(span)
     ts = np.linspace(-span, span, PATH_FRAMES)
     image_plots.plot_operator_paths(
       workdir / f"operator_path_{m}.png",
@@ -205,7 +214,15 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
       ungated_rotation_spearman=float(np.nanmedian(rhos)),
     )
   elif len(firsts) > 1:
-    metrics.update(_class_consistency(trained, data, k_cons))
+    classifier = _digit_classifier(data, jax.random.split(k_cons)[0])
+    metrics.update(_class_consistency(trained, data, k_cons, classifier))
+    reach_start = time.perf_counter()
+    metrics.update(
+      _operator_reach(
+        cfg, decode, psi, spans, codes, labels, classifier, jax.random.fold_in(key, 4)
+      )
+    )
+    metrics["operator_reach_eval_time_s"] = time.perf_counter() - reach_start
 
   anchors = np.asarray(encode(np.asarray(params["anchors"]).reshape(-1, data.data_dim)))
   flat_codes, flat_anchors = evaluation.pca_2d(codes, anchors)
@@ -359,15 +376,76 @@ def _baseline_report(trained, workdir, summary) -> dict:
   return metrics
 
 
-def _class_consistency(trained, data, key):
-  """Classifier accuracy and class consistency of decoded posterior samples."""
-  k_train, k_sample = jax.random.split(key)
-  classifier = train_classifier(
+def _digit_classifier(data, key):
+  """The run's digit classifier, trained on its training digits."""
+  return train_classifier(
     np.asarray(data.x_train, np.float32),
     np.asarray(data.labels_train),
-    key=k_train,
+    key=key,
     num_steps=CLASSIFIER_STEPS,
   )
+
+
+def _operator_reach(cfg, decode, psi, spans, codes, labels, classifier, key) -> dict:
+  """Each operator's reach (:mod:`vaells_jax.evaluation.reach`).
+
+  ``config.eval_rotation_digits`` test digits (a fixed draw by ``key``) are
+  moved along ``expm(t psi_m) f(x)`` for ``REACH_FRAMES`` coefficients
+  evenly over ``[-spans[m], spans[m]]`` (the operator-path figure's range)
+  and decoded ``GATED_CHUNK`` digits at a time.
+
+  Returns:
+    ``operator_reach_rms``, ``operator_reach_changed_fraction``,
+    ``operator_reach_coefficient``, ``operator_reach_at_end``: lists over the
+    operators (:func:`summarize_reach`); ``operator_reach_digits`` and
+    ``operator_reach_start_class_kept`` (decoded start frames of the input's
+    class).
+  """
+  num = min(cfg.eval_rotation_digits, len(codes))
+  pick = np.sort(np.asarray(jax.random.permutation(key, len(codes)))[:num])
+  starts, picked = codes[pick], labels[pick]
+
+  def classify(images):
+    return predict(classifier, np.clip(images, 0.0, 1.0))
+
+  rows, kept = [], None
+  for m, span in enumerate(spans):
+    ts = np.linspace(-span, span, REACH_FRAMES)
+    op = jnp.asarray(psi[m], jnp.float32)[None]
+    frames = np.concatenate(
+      [
+        np.asarray(
+          decode(
+            jnp.swapaxes(
+              transport_path(op, jnp.ones((1, 1)), starts[i : i + GATED_CHUNK], ts),
+              0,
+              1,
+            )
+          )
+        )
+        for i in range(0, num, GATED_CHUNK)
+      ]
+    )
+    reach = class_kept_reach(frames, picked, classify, REACH_FRAMES // 2)
+    rows.append(summarize_reach(reach, ts))
+    kept = reach["start_class_kept"]
+  out = {
+    f"operator_reach_{name}": [row[name] for row in rows]
+    for name in ("rms", "changed_fraction", "coefficient", "at_end")
+  }
+  out.update(
+    operator_reach_digits=num,
+    operator_reach_start_class_kept=float(np.mean(kept)),
+  )
+  return out
+
+
+def _class_consistency(trained, data, key, classifier=None):
+  """Classifier accuracy and class consistency of decoded posterior samples
+  (the classifier trained here from ``key`` unless given)."""
+  k_train, k_sample = jax.random.split(key)
+  if classifier is None:
+    classifier = _digit_classifier(data, k_train)
   x_test = np.asarray(data.x_test, np.float32)
   labels = np.asarray(data.labels_test)
   num = min(CONSISTENCY_INPUTS, len(x_test))

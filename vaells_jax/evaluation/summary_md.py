@@ -56,6 +56,26 @@ METRIC_GUIDE = {
   "reference_cosine": ("higher", "1 = the operator fitted to the encoder's orbits"),
   "class_consistency": ("higher", "classifier accuracy {classifier_test_accuracy}"),
   "classifier_test_accuracy": ("higher", "reference of class_consistency"),
+  "operator_reach_rms": (
+    "higher",
+    "per operator: median RMS pixel change (both directions summed) of a "
+    "digit moved along its path while the classifier keeps its class",
+  ),
+  "operator_reach_changed_fraction": (
+    "higher",
+    "per operator: the same reach as the fraction of pixels changed by > 0.1 (0 to 2)",
+  ),
+  "operator_reach_coefficient": (
+    "-",
+    "per operator: median absolute coefficient reached",
+  ),
+  "operator_reach_at_end": (
+    "-",
+    "per operator: directions still of the class at the range's end "
+    "(reach cut by the range)",
+  ),
+  "operator_reach_start_class_kept": ("higher", "decoded start frames of the class"),
+  "operator_reach_digits": ("-", "held-out digits of the operator reach"),
   "psi_rejected_steps": ("-", "Psi steps refused by the accept/reject rule"),
   "net_skipped_steps": ("lower", "non-finite steps skipped; 0 expected"),
 }
