@@ -216,15 +216,18 @@ def train_step_fn(model: Model, warmup: bool | None = None):
       args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
       return anchors, infer_step_coefficients(model, *args, k_inf)
 
-    # Warm-up trains the reconstruction alone: no anchors, no inference. The
-    # inference stays in a conditional even where warm-up is known to be over
-    # (it has no gradient, so it runs at full speed there): outside one, XLA's
-    # CPU scheduler deadlocked the rotated-MNIST step with the exact solver.
-    anchors, inferred = jax.lax.cond(
-      state.step < cfg.warmup_steps,
-      lambda: jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer)),
-      infer,
-    )
+    def skipped():
+      return jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer))
+
+    # Warm-up trains the reconstruction alone: no anchors, no inference (the
+    # warm-up program does not compile it). Elsewhere the inference stays in
+    # a conditional even where warm-up is known to be over (it has no
+    # gradient, so it runs at full speed there): outside one, XLA's CPU
+    # scheduler deadlocked the rotated-MNIST step with the exact solver.
+    if phase.warmup is True:
+      anchors, inferred = skipped()
+    else:
+      anchors, inferred = jax.lax.cond(state.step < cfg.warmup_steps, skipped, infer)
 
     def loss(params):
       terms = objective_terms(model, params, batch, noise, inferred, phase)
