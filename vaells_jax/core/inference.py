@@ -74,7 +74,6 @@ __all__ = [
 ]
 
 # Iterations when ``max_iter`` is not given: proximal-gradient iterations for
-# Iterations when ``max_iter`` is not given: proximal-gradient iterations for
 # "fista" and "pgd", Levenberg-Marquardt iterations for "lm", safeguarded
 # Newton steps per candidate for "exact".
 DEFAULT_MAX_ITER = {"fista": 100, "lm": 20, "pgd": 100, "exact": 20}
