@@ -48,10 +48,12 @@ def test_digits_experiment_anchors(digits):
   rot = mnist.digits_experiment("rot_mnist", digits, seed=0, anchors_per_class=10)
   first = digits.x_train[np.flatnonzero(digits.y_train == 3)[0]]
   np.testing.assert_allclose(rot.anchors[3, 0], first, atol=1e-6)  # 0 degrees
+  # Computed on the host (device-independent, for the run's data digest),
+  # they are the rotation the training step computes on the device.
   np.testing.assert_allclose(
-    rot.anchors[3, 5],
-    np.asarray(augment.rotate_images(first[None], 180.0))[0],
-    atol=1e-6,
+    rot.anchors[3],
+    np.asarray(augment.rotated_copies(first[None], 10))[0],
+    atol=1e-5,
   )
   with pytest.raises(ValueError, match="Unknown"):
     mnist.digits_experiment("svhn", digits, seed=0, anchors_per_class=2)

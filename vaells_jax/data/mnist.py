@@ -36,7 +36,7 @@ import zlib
 
 import numpy as np
 
-from vaells_jax.data.augment import IMAGE_SHAPE, rotated_copies
+from vaells_jax.data.augment import IMAGE_SHAPE
 
 __all__ = [
   "MnistData",
@@ -420,7 +420,7 @@ def digits_experiment(
     )
   elif name == "rot_mnist":
     firsts = x[[np.flatnonzero(y == c)[0] for c in range(NUM_CLASSES)]]
-    anchors = np.asarray(rotated_copies(firsts, anchors_per_class))
+    anchors = _rotated_copies_host(firsts, anchors_per_class)
   else:
     raise ValueError(f"Unknown digits experiment {name!r}.")
   return SyntheticData(
@@ -448,3 +448,28 @@ if __name__ == "__main__":  # python -m vaells_jax.data.mnist download DIR
   from vaells_jax.data.download import main
 
   sys.exit(main())
+
+
+def _rotated_copies_host(images: np.ndarray, num: int) -> np.ndarray:
+  """:func:`vaells_jax.data.augment.rotated_copies` on the host, in float64.
+
+  The anchors enter the digest that ties a checkpoint to its data, so they
+  must come out bit for bit alike on every device and jax version (a GPU's
+  rotation differs from a CPU's by ~3e-6, enough to refuse resuming a GPU run
+  on a CPU). ``scipy.ndimage.rotate`` with these settings is the rotation
+  :func:`~vaells_jax.data.augment.rotate_images` computes on the device.
+  """
+  from scipy import ndimage
+
+  grids = np.asarray(images, np.float64).reshape(-1, *IMAGE_SHAPE)
+  return np.stack(
+    [
+      [
+        ndimage.rotate(
+          grid, 360.0 * k / num, reshape=False, order=1, mode="grid-constant"
+        ).ravel()
+        for k in range(num)
+      ]
+      for grid in grids
+    ]
+  ).astype(np.float32)
