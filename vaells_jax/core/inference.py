@@ -70,6 +70,7 @@ __all__ = [
   "Solver",
   "inference_objective",
   "infer_coefficients",
+  "infer_from_starts",
   "solver_starts",
 ]
 
@@ -323,15 +324,81 @@ def infer_coefficients(
       jnp.asarray(psi, dtype), *flat[:3], max_iter=max_iter, tol=float(tol)
     )
   else:
+    starts = _draw_starts(key, num_restarts, jnp.shape(psi)[0], *flat[3:])
     result = _infer_flat(
       jnp.asarray(psi, dtype),
-      *flat,
-      key,
-      num_restarts=num_restarts,
+      *flat[:3],
+      starts,
       max_iter=max_iter,
       tol=float(tol),
       method=method,
     )
+  return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
+
+
+def infer_from_starts(
+  psi, z0, z1, *, l1_weight, starts, max_iter=None, tol=DEFAULT_TOL, method="fista"
+) -> InferenceResult:
+  """:func:`infer_coefficients` from given starts instead of random ones.
+
+  Runs the program ``infer_coefficients`` runs for as many pairs and
+  restarts, so for ``starts = solver_starts(key, R, M, lo, hi)`` (reshaped
+  to the pair shape) the results are ``infer_coefficients``'s with ``key``,
+  ``num_restarts=R`` and ``init_range=(lo, hi)``. Restarts can be moved into
+  pairs: one restart each of ``R N`` pairs, then the lowest objective of
+  every pair's ``R`` (first on ties, as here), is a solve with ``R``
+  restarts through the program of a one-restart solve.
+
+  Args:
+    psi: ``[M, d, d]``.
+    z0, z1, l1_weight: as for :func:`infer_coefficients`.
+    starts: ``[R, ..., M]``, ``...`` the pair shape (``z0``, ``z1`` and
+      ``l1_weight`` broadcast to it).
+    max_iter, tol: as for :func:`infer_coefficients`.
+    method: ``"fista"``, ``"lm"`` or ``"pgd"``.
+
+  Returns:
+    An :class:`InferenceResult` of the best start of every pair.
+
+  Raises:
+    ValueError: as :func:`infer_coefficients`, or if ``starts`` is not
+      ``[R, ..., M]``.
+  """
+  if max_iter is None:
+    max_iter = DEFAULT_MAX_ITER.get(method, 1)
+  if method == "exact":
+    raise ValueError('method="exact" takes no starts; use infer_coefficients.')
+  num_ops = check_psi(psi)[0]
+  if jnp.ndim(starts) < 2 or jnp.shape(starts)[-1] != num_ops:
+    raise ValueError(
+      f"starts must have shape [R, ..., M] with M={num_ops}, got "
+      f"{tuple(jnp.shape(starts))}."
+    )
+  batch = jnp.shape(starts)[1:-1]
+  bounds = (np.zeros(batch), np.zeros(batch))
+  got = _check_inputs(
+    psi, z0, z1, l1_weight, len(starts), bounds, max_iter, tol, method
+  )
+  if got != batch:
+    raise ValueError(
+      f"z0, z1 and l1_weight broadcast to pairs {tuple(got)}, starts hold "
+      f"{tuple(batch)}."
+    )
+  dtype = jnp.result_type(psi, z0, z1, jnp.float32)
+  flat = [
+    jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
+      (math.prod(batch),) + tail
+    )
+    for a, tail in ((z0, z0.shape[-1:]), (z1, z1.shape[-1:]), (l1_weight, ()))
+  ]
+  result = _infer_flat(
+    jnp.asarray(psi, dtype),
+    *flat,
+    jnp.asarray(starts, dtype).reshape(len(starts), -1, num_ops),
+    max_iter=max_iter,
+    tol=float(tol),
+    method=method,
+  )
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
 
 
@@ -368,6 +435,19 @@ class Solver:
       key=key,
       num_restarts=self.num_restarts,
       init_range=self.init_range,
+      max_iter=self.max_iter,
+      tol=self.tol,
+      method=self.method,
+    )
+
+  def from_starts(self, psi, z0, z1, *, l1_weight, starts) -> InferenceResult:
+    """:func:`infer_from_starts` with these settings (``starts [R, ..., M]``)."""
+    return infer_from_starts(
+      psi,
+      z0,
+      z1,
+      l1_weight=l1_weight,
+      starts=starts,
       max_iter=self.max_iter,
       tol=self.tol,
       method=self.method,
@@ -422,16 +502,17 @@ def _infer_exact(psi, z0, z1, l1_weight, *, max_iter, tol):
   return coeffs, objective, num_iter, converged & jnp.isfinite(objective)
 
 
-@functools.partial(
-  jax.jit, static_argnames=("num_restarts", "max_iter", "tol", "method")
-)
-def _infer_flat(
-  psi, z0, z1, l1_weight, lo, hi, key, *, num_restarts, max_iter, tol, method
-):
-  """Solves ``N`` pairs ``z0 [N, d] -> z1 [N, d]``; weights and ranges ``[N]``."""
+# Its own program, so that a solve's program takes the starts as input (and
+# one program solves R restarts of N pairs or one restart of R N pairs).
+_draw_starts = jax.jit(solver_starts, static_argnums=(1, 2))
+
+
+@functools.partial(jax.jit, static_argnames=("max_iter", "tol", "method"))
+def _infer_flat(psi, z0, z1, l1_weight, init, *, max_iter, tol, method):
+  """Solves ``N`` pairs ``z0 [N, d] -> z1 [N, d]`` (weights ``[N]``) from the
+  starts ``init [R, N, M]``; returns the best restart's results."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
-  num_pairs, num_ops = z0.shape[0], psi.shape[0]
-  init = solver_starts(key, num_restarts, num_ops, lo, hi)
+  num_pairs = z0.shape[0]
 
   proximal = functools.partial(
     jaxopt.ProximalGradient,

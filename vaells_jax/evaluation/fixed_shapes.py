@@ -18,6 +18,7 @@ import functools
 import jax
 import numpy as np
 
+from vaells_jax.core.inference import solver_starts
 from vaells_jax.core.laplace import sample_laplace
 from vaells_jax.core.transport import transport
 
@@ -25,6 +26,7 @@ __all__ = [
   "ROWS",
   "RowPrograms",
   "solve_in_blocks",
+  "solve_restarts_as_pairs",
 ]
 
 ROWS = 4096
@@ -168,3 +170,54 @@ def solve_in_blocks(solver, psi, z0, z1, *, l1_weight, key, init_range, pairs):
     objective.append(np.asarray(result.objective)[:size])
   coeffs, objective = np.concatenate(coeffs), np.concatenate(objective)
   return coeffs.reshape(batch + coeffs.shape[-1:]), objective.reshape(batch)
+
+
+_draw_starts = jax.jit(solver_starts, static_argnums=(1, 2))
+
+
+def solve_restarts_as_pairs(solver, psi, z0, z1, *, l1_weight: float, key, pairs):
+  """``solver(psi, z0, z1, l1_weight=, key=)``, its restarts solved as pairs.
+
+  Restart ``r`` of pair ``n`` becomes pair ``r N + n`` of a one-restart
+  solve from the very starts ``solver`` draws
+  (:func:`~vaells_jax.core.inference.solver_starts`), in blocks of
+  ``pairs`` pairs (the last padded), so that its program is the one of any
+  other one-restart solve of ``pairs`` pairs with the same settings. Each
+  pair keeps its lowest objective over its restarts, the first on ties, as
+  ``solver`` does. The coefficients equal ``solver``'s bit for bit where
+  both programs solve at most 512 pairs (measured on XLA:CPU); a larger
+  batch rounds apart in the last bit, which the iterations can amplify
+  (``docs/benchmarks.md``).
+
+  Args:
+    solver: a :class:`~vaells_jax.core.inference.Solver` with scalar
+      ``init_range`` (not ``method="exact"``).
+    psi: ``[M, d, d]``.
+    z0, z1: ``[N, d]``.
+    l1_weight: the sparsity weight.
+    key: ``jax.random`` key of the starts.
+    pairs: pairs per block.
+
+  Returns:
+    The best restart's coefficients ``[N, M]`` and objectives ``[N]`` (NumPy).
+  """
+  z0, z1 = np.asarray(z0, np.float32), np.asarray(z1, np.float32)
+  num, restarts, num_ops = len(z0), solver.num_restarts, np.shape(psi)[0]
+  lo, hi = (np.full(num, b, np.float32) for b in solver.init_range)
+  flat = [
+    np.asarray(_draw_starts(key, restarts, num_ops, lo, hi)).reshape(-1, num_ops),
+    np.tile(z0, (restarts, 1)),
+    np.tile(z1, (restarts, 1)),
+    np.full(restarts * num, l1_weight, np.float32),
+  ]
+  coeffs, objective = [], []
+  for start in range(0, len(flat[0]), pairs):
+    c0, a, b, lam = (_pad(f[start : start + pairs], pairs) for f in flat)
+    result = solver.from_starts(psi, a, b, l1_weight=lam, starts=c0[None])
+    coeffs.append(np.asarray(result.coeffs))
+    objective.append(np.asarray(result.objective))
+  size = restarts * num
+  coeffs = np.concatenate(coeffs)[:size].reshape(restarts, num, num_ops)
+  objective = np.concatenate(objective)[:size].reshape(restarts, num)
+  best = np.argmin(objective, axis=0)
+  return coeffs[best, np.arange(num)], objective[best, np.arange(num)]

@@ -15,6 +15,7 @@ from vaells_jax.evaluation import plotting
 from vaells_jax.evaluation.fixed_shapes import (
   RowPrograms,
   solve_in_blocks,
+  solve_restarts_as_pairs,
 )
 from vaells_jax.evaluation.likelihood import solve_pairs
 from vaells_jax.evaluation.summary_md import write_markdown
@@ -94,11 +95,9 @@ def _paths(trained, rows, latents, pairs, ts, key):
   """The inferred paths between the pairs of test points, ``[T, P, d]``.
 
   VAELLS's: :meth:`~vaells_jax.api.TrainedVAELLS.infer_path` with
-  :func:`spread_restarts`. Its restarts are solved as restarts, in a program
-  of their own: solved as pairs of a one-restart solve (the program the
-  log-likelihood compiles), their starts differ by the rounding of
-  ``lo + r w`` and the 100-iteration solves amplify that to a 0.8% change of
-  ``path_endpoint_error`` on a concentric run.
+  :func:`spread_restarts`. When the log-likelihood has a one-restart solve,
+  the restarts are solved as its pairs, through its program, with the same
+  results (:func:`~vaells_jax.evaluation.fixed_shapes.solve_restarts_as_pairs`).
   """
   z0, z1 = latents[pairs[:, 0]], latents[pairs[:, 1]]
   if trained.psi is None:
@@ -107,14 +106,18 @@ def _paths(trained, rows, latents, pairs, ts, key):
   solver = trained.solvers.prior.replace(
     num_restarts=num_restarts, init_range=init_range
   )
-  result = solver(
-    trained.psi,
-    jnp.asarray(z0),
-    jnp.asarray(z1),
-    l1_weight=trained.config.zeta_p,
-    key=key,
-  )
-  return rows.transport_path(np.asarray(result.coeffs), z0, ts)
+  l1_weight = trained.config.zeta_p
+  block = _block_pairs(trained, 1, None)
+  if block is None or solver.method == "exact":
+    result = solver(
+      trained.psi, jnp.asarray(z0), jnp.asarray(z1), l1_weight=l1_weight, key=key
+    )
+    coeffs = np.asarray(result.coeffs)
+  else:
+    coeffs, _ = solve_restarts_as_pairs(
+      solver, trained.psi, z0, z1, l1_weight=l1_weight, key=key, pairs=block
+    )
+  return rows.transport_path(coeffs, z0, ts)
 
 
 def _posterior_contour(trained, rows, center, latents):
