@@ -6,8 +6,11 @@ computation (encode, decode, transport) runs as one jitted program over
 blocks of :data:`ROWS` rows (the last block padded by repeating its last
 row), and coefficient solves run in blocks of a given number of pairs, so
 that the evaluation's solves can reuse the program the log-likelihood
-compiles. Each row, and each pair, is computed as it would be alone: the
-results equal the unblocked calls' within float32 rounding.
+compiles. Each row, and each pair, is computed as it would be alone: a
+row's results equal the unblocked call's within float32 rounding. A solve's
+do too in one step, but XLA rounds a block of 2 000 pairs differently from
+one of a few hundred in the last bit, and 100 iterations can carry that to
+another local minimum for some pairs (docs/benchmarks.md).
 """
 
 from __future__ import annotations
