@@ -1,5 +1,10 @@
 """Importance-sampled log-likelihood: the estimator and every constant."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -122,3 +127,61 @@ def test_log_likelihood_needs_posterior_noise():
     assert "gamma" in str(e)
   else:
     raise AssertionError("gamma = 0 must be refused")
+
+
+_PAPER_CHUNK = """
+import dataclasses, jax, numpy as np
+from experiments.configs import rot_mnist
+from vaells_jax.evaluation.likelihood import importance_log_likelihood
+from vaells_jax.models.vaells import Model, init_params
+cfg = dataclasses.replace(rot_mnist.get_config("paper"), inference_max_iter=20)
+rng = np.random.default_rng(0)
+anchors = rng.random((10, 10, 784)).astype(np.float32)
+params = init_params(jax.random.PRNGKey(1), cfg, anchors, 784)
+x = rng.random((25, 784)).astype(np.float32)
+batch = {"x": x, "source": {"x": x, "label": np.zeros(25, np.int32)}}
+ll, elbo = importance_log_likelihood(
+  Model.create(cfg, 784), params, batch, jax.random.PRNGKey(3), 10
+)
+assert ll.shape == (25,) and np.all(np.isfinite(ll)), ll
+print("finished")
+"""
+
+
+def test_conv_log_likelihood_finishes():
+  """A rotated-MNIST chunk (25 digits x 10 samples, conv decoder, 10 anchors
+  each) finishes. With XLA's concurrency-optimised CPU scheduler on, it hung
+  at 0 % CPU in 1 of 3 runs (jaxlib 0.10.2); ``import vaells_jax`` turns that
+  scheduler off. In a subprocess with a time limit, so that a hang fails the
+  test instead of stalling the suite."""
+  root = pathlib.Path(__file__).resolve().parent.parent
+  done = subprocess.run(
+    [sys.executable, "-c", _PAPER_CHUNK],
+    cwd=root,
+    env={**os.environ, "PYTHONPATH": str(root)},
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
+  assert done.returncode == 0 and "finished" in done.stdout, done.stderr[-2000:]
+
+
+def test_import_turns_off_the_concurrent_cpu_scheduler_unless_named():
+  """``import vaells_jax`` adds the flag that avoids the hang above, and
+  leaves an XLA_FLAGS that already names it as it is."""
+  root = pathlib.Path(__file__).resolve().parent.parent
+  show = "import os, vaells_jax; print(os.environ.get('XLA_FLAGS'))"
+  flag = "--xla_cpu_enable_concurrency_optimized_scheduler"
+  for given, expected in (
+    ("--xla_dump_to=/nonexistent", f"--xla_dump_to=/nonexistent {flag}=false"),
+    (f"{flag}=true", f"{flag}=true"),
+  ):
+    out = subprocess.run(
+      [sys.executable, "-c", show],
+      cwd=root,
+      env={**os.environ, "PYTHONPATH": str(root), "XLA_FLAGS": given},
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.strip()
+    assert out == expected

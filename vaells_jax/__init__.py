@@ -5,6 +5,8 @@ The public names are imported on first use (PEP 562), so that importing
 """
 
 import importlib
+import os
+from importlib import metadata
 
 _PUBLIC = {
   "TrainedBaseline": "vaells_jax.api",
@@ -23,6 +25,30 @@ _PUBLIC = {
 __all__ = list(_PUBLIC)
 
 __version__ = "0.1.0"
+
+# XLA's CPU runtime can hang for good (0 % CPU) in this package's larger
+# programs that mix convolutions with solver loops: a rotated-MNIST
+# likelihood chunk hung in 1 of 3 runs with jaxlib 0.10.2, never with its
+# concurrency-optimised scheduler off (tests/test_likelihood.py). XLA reads
+# XLA_FLAGS when the first computation starts, so the flag is added on import
+# unless XLA_FLAGS names it already; only for the jaxlib versions checked to
+# know it (0.4.30 to 0.12), since XLA aborts on a flag it does not know.
+SCHEDULER_FLAG = "xla_cpu_enable_concurrency_optimized_scheduler"
+
+
+def _turn_off_concurrent_cpu_scheduler() -> None:
+  flags = os.environ.get("XLA_FLAGS", "")
+  if SCHEDULER_FLAG in flags:
+    return
+  try:
+    version = tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
+  except (metadata.PackageNotFoundError, ValueError):
+    return
+  if (0, 4) <= version <= (0, 12):
+    os.environ["XLA_FLAGS"] = f"{flags} --{SCHEDULER_FLAG}=false".strip()
+
+
+_turn_off_concurrent_cpu_scheduler()
 
 
 def __getattr__(name):
