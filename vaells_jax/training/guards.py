@@ -198,10 +198,12 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
 
   ``{"config": {field: value, ...}, "data_sha256": hex}`` as JSON values;
   the digest covers the training points, labels and anchors. The config
-  leaves out the fields that do not change the state at a given step
+  leaves out some fields that do not change the state at a given step
   (:data:`_NOT_IDENTITY`: the run's length, how often it logs and
-  checkpoints, and settings only the evaluation reads), so a run can be
-  resumed to train longer.
+  checkpoints, and ``eval_rotation_digits``), so a run can be resumed to
+  train longer. The other evaluation settings (``eval_ll_points``,
+  ``eval_ll_samples``, ``num_pseudo``) stay in it: a resumed run evaluates
+  as it was configured.
   """
   digest = hashlib.sha256()
   for array, dtype in (
