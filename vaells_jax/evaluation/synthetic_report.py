@@ -96,8 +96,9 @@ def _paths(trained, rows, latents, pairs, ts, key):
 
   VAELLS's: :meth:`~vaells_jax.api.TrainedVAELLS.infer_path` with
   :func:`spread_restarts`. When the log-likelihood has a one-restart solve,
-  the restarts are solved as its pairs, through its program, with the same
-  results (:func:`~vaells_jax.evaluation.fixed_shapes.solve_restarts_as_pairs`).
+  the restarts are solved as its pairs, through its program, from the same
+  starts (:func:`~vaells_jax.evaluation.fixed_shapes.solve_restarts_as_pairs`;
+  the larger block's rounding moves a few pairs to other local minima).
   """
   z0, z1 = latents[pairs[:, 0]], latents[pairs[:, 1]]
   if trained.psi is None:
