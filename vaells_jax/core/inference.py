@@ -307,18 +307,7 @@ def infer_coefficients(
     psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
   )
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
-  flat = [
-    jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
-      (math.prod(batch),) + tail
-    )
-    for a, tail in (
-      (z0, z0.shape[-1:]),
-      (z1, z1.shape[-1:]),
-      (l1_weight, ()),
-      (init_range[0], ()),
-      (init_range[1], ()),
-    )
-  ]
+  flat = _flat_pairs(batch, dtype, z0, z1, l1_weight, *init_range)
   if method == "exact":
     result = _infer_exact(
       jnp.asarray(psi, dtype), *flat[:3], max_iter=max_iter, tol=float(tol)
@@ -385,12 +374,7 @@ def infer_from_starts(
       f"{tuple(batch)}."
     )
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
-  flat = [
-    jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape(
-      (math.prod(batch),) + tail
-    )
-    for a, tail in ((z0, z0.shape[-1:]), (z1, z1.shape[-1:]), (l1_weight, ()))
-  ]
+  flat = _flat_pairs(batch, dtype, z0, z1, l1_weight)
   result = _infer_flat(
     jnp.asarray(psi, dtype),
     *flat,
@@ -400,6 +384,17 @@ def infer_from_starts(
     method=method,
   )
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
+
+
+def _flat_pairs(batch, dtype, z0, z1, *scalars):
+  """``z0``, ``z1`` (``[..., d]``) and per-pair ``scalars`` broadcast to the
+  pair shape ``batch`` and flattened: ``[N, d]``, ``[N, d]``, then ``[N]`` each."""
+  size = math.prod(batch)
+  return [
+    jnp.broadcast_to(jnp.asarray(a, dtype), batch + tail).reshape((size,) + tail)
+    for a, tail in [(z0, z0.shape[-1:]), (z1, z1.shape[-1:])]
+    + [(a, ()) for a in scalars]
+  ]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ import functools
 import jax
 import numpy as np
 
-from vaells_jax.core.inference import solver_starts
+from vaells_jax.core.inference import _draw_starts
 from vaells_jax.core.laplace import sample_laplace
 from vaells_jax.core.transport import transport
 
@@ -173,9 +173,6 @@ def solve_in_blocks(solver, psi, z0, z1, *, l1_weight, key, init_range, pairs):
     objective.append(np.asarray(result.objective)[:size])
   coeffs, objective = np.concatenate(coeffs), np.concatenate(objective)
   return coeffs.reshape(batch + coeffs.shape[-1:]), objective.reshape(batch)
-
-
-_draw_starts = jax.jit(solver_starts, static_argnums=(1, 2))
 
 
 def solve_restarts_as_pairs(solver, psi, z0, z1, *, l1_weight: float, key, pairs):
