@@ -261,36 +261,13 @@ def _gated_rotation(trained, encode, decode, operators, key, workdir) -> dict:
   turned = _chunked(decode, _chunked(encode, np.asarray(rotate_images(x, angles))))
   level, corrs, found = rotation_gate_level(turned, upright)
 
-  classifier = train_classifier(
-    np.asarray(data.x_train, np.float32),
-    np.asarray(data.labels_train),
-    key=k_train,
-    num_steps=CLASSIFIER_STEPS,
-  )
+  classifier = _digit_classifier(data, k_train)
   b = 1.0 / cfg.zeta3
   results = []
   for op in operators:
     ts = gated_path_grid(op, starts, 1000 * b)
     centre = len(ts) // 2
-    frames = np.concatenate(
-      [
-        np.asarray(
-          decode(
-            jnp.swapaxes(
-              transport_path(
-                jnp.asarray(op, jnp.float32)[None],
-                jnp.ones((1, 1)),
-                starts[i : i + GATED_CHUNK],
-                ts,
-              ),
-              0,
-              1,
-            )
-          )
-        )
-        for i in range(0, num, GATED_CHUNK)
-      ]
-    )
+    frames = _decoded_paths(decode, op, starts, ts)
     spans = gated_rotation_spans(
       frames, labels, lambda im: predict(classifier, im), level, centre
     )
@@ -376,6 +353,26 @@ def _baseline_report(trained, workdir, summary) -> dict:
   return metrics
 
 
+def _decoded_paths(decode, op, starts, ts) -> np.ndarray:
+  """``decode(expm(t op) z)`` for every start ``z`` and coefficient ``t``,
+  ``GATED_CHUNK`` starts at a time: ``[N, T, D]`` for ``starts [N, d]``."""
+  op = jnp.asarray(op, jnp.float32)[None]
+  return np.concatenate(
+    [
+      np.asarray(
+        decode(
+          jnp.swapaxes(
+            transport_path(op, jnp.ones((1, 1)), starts[i : i + GATED_CHUNK], ts),
+            0,
+            1,
+          )
+        )
+      )
+      for i in range(0, len(starts), GATED_CHUNK)
+    ]
+  )
+
+
 def _digit_classifier(data, key):
   """The run's digit classifier, trained on its training digits."""
   return train_classifier(
@@ -411,21 +408,7 @@ def _operator_reach(cfg, decode, psi, spans, codes, labels, classifier, key) -> 
   rows, kept = [], None
   for m, span in enumerate(spans):
     ts = np.linspace(-span, span, REACH_FRAMES)
-    op = jnp.asarray(psi[m], jnp.float32)[None]
-    frames = np.concatenate(
-      [
-        np.asarray(
-          decode(
-            jnp.swapaxes(
-              transport_path(op, jnp.ones((1, 1)), starts[i : i + GATED_CHUNK], ts),
-              0,
-              1,
-            )
-          )
-        )
-        for i in range(0, num, GATED_CHUNK)
-      ]
-    )
+    frames = _decoded_paths(decode, psi[m], starts, ts)
     reach = class_kept_reach(frames, picked, classify, REACH_FRAMES // 2)
     rows.append(summarize_reach(reach, ts))
     kept = reach["start_class_kept"]
