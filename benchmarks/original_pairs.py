@@ -13,6 +13,12 @@ anchors and ``z``: :func:`original_method.capture_step_pairs`) and solves them
   gradient, posterior starts U[0, 1] (one), prior restart ``r`` from
   U[-2.5 + 2.5 r, 2.5 r]; float64; BLAS pinned to one thread.
 
+The MNIST experiments' state is the initial one with its step set past
+warm-up (their warm-up is 30 000 steps), as in ``train_step.py``; or, with
+``--state=WORKDIR``, the latest checkpoint of a run of that experiment (its
+trained networks, anchors and ``Psi``; the experiment's ``--budget`` config
+otherwise, e.g. the paper's 100 inference iterations).
+
 Timing: the two alternate, ``--repeats`` times each (min and median); compile
 time apart. Quality: every pair's objective recomputed in float64
 (:func:`vaells_jax.core.reference.transport_objective`) at each method's
@@ -23,12 +29,15 @@ Usage::
 
     python benchmarks/original_pairs.py                 # concentric, swiss_roll
     python benchmarks/original_pairs.py --quick         # CI smoke mode
+    python benchmarks/original_pairs.py --experiments=nat_mnist \
+      --inference-method=pgd --state=runs/nat_mnist --repeats=1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import time
 
 import original_method as om  # first: pins BLAS threads before NumPy loads
@@ -38,13 +47,19 @@ import original_method as om  # first: pins BLAS threads before NumPy loads
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from vaells_jax.api import DATA_NAME  # noqa: E402
+from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
 from vaells_jax.core.reference import (  # noqa: E402
   original_step_inference,
   transport_objective,
 )
+from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
+from vaells_jax.training import step as train  # noqa: E402
+from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
+from vaells_jax.training.guards import run_identity  # noqa: E402
 
-EXPERIMENTS = ("concentric", "swiss_roll")
+EXPERIMENTS = ("concentric", "swiss_roll")  # the default; MNIST ones on request
 QUICK_BATCH = 4
 
 
@@ -88,9 +103,36 @@ def compare(ours, original) -> dict:
   }
 
 
-def run_experiment(name: str, at_step: int, repeats: int, **overrides) -> dict:
-  config, data, model = om.experiment(name, **overrides)
-  state = om.trained_state(config, data, model, at_step)
+def _state(config, data, model, at_step: int, run_dir=None):
+  """``(state, step)``: trained to ``at_step`` (synthetic); past warm-up from
+  the initial state, or a run's latest checkpoint (MNIST)."""
+  if not config.warmup_steps:
+    return om.trained_state(config, data, model, at_step), at_step
+  state = train.init_state(
+    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
+  )
+  if run_dir is None:
+    return state, config.warmup_steps
+  saved = config_from_json(pathlib.Path(run_dir) / CONFIG_NAME)
+  saved_data = load_synthetic(pathlib.Path(run_dir) / DATA_NAME)
+  state = restore_checkpoint(run_dir, state, identity=run_identity(saved, saved_data))
+  return state, max(int(state.step), config.warmup_steps)
+
+
+def run_experiment(
+  name: str,
+  at_step: int,
+  repeats: int,
+  budget: str = "paper",
+  mnist_dir=om.DEFAULT_MNIST,
+  run_dir=None,
+  **overrides,
+) -> dict:
+  config, data, model = om.experiment(name, budget, mnist_dir, **overrides)
+  if run_dir is not None:  # the run's own data: its anchors are in the state
+    data = load_synthetic(pathlib.Path(run_dir) / DATA_NAME)
+  state, at_step = _state(config, data, model, at_step, run_dir)
+  state = state.replace(step=jax.numpy.asarray(at_step, state.step.dtype))
   pairs = om.capture_step_pairs(model, state, *om.step_batch(config, data, at_step))
   args = [jax.numpy.asarray(pairs[k]) for k in (*om.PAIR_KEYS, "key")]
   ours_fn = jax.jit(lambda *a: model_lib.infer_step_coefficients(model, *a))
@@ -154,6 +196,16 @@ def main(argv=None) -> list[dict]:
   parser.add_argument("--at-step", type=int, default=None, help="default 1000")
   parser.add_argument("--json", default=None, help="also write the rows here")
   parser.add_argument("--repeats", type=int, default=None)
+  parser.add_argument(
+    "--budget", default="paper", choices=("paper", "cpu"), help="MNIST configs"
+  )
+  parser.add_argument("--mnist-dir", default=str(om.DEFAULT_MNIST))
+  parser.add_argument(
+    "--inference-method", default=None, help="config.inference_method of ours"
+  )
+  parser.add_argument(
+    "--state", default=None, metavar="WORKDIR", help="MNIST: a run's checkpoint"
+  )
   args = parser.parse_args(argv)
   at_step = args.at_step if args.at_step is not None else 5 if args.quick else 1000
   repeats = args.repeats or (1 if args.quick else 5)
@@ -162,8 +214,15 @@ def main(argv=None) -> list[dict]:
     f"at_step={at_step} repeats={repeats}"
   )
   overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
+  if args.inference_method:
+    overrides["inference_method"] = args.inference_method
   names = args.experiments.split(",")
-  rows = [run_experiment(n, at_step, repeats, **overrides) for n in names]
+  rows = [
+    run_experiment(
+      n, at_step, repeats, args.budget, args.mnist_dir, args.state, **overrides
+    )
+    for n in names
+  ]
   print(
     "| experiment | pair-solves ours / original | vaells_jax ms (min / median) "
     "| original ms (min / median) | speedup | original CG iterations (median, "

@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.core.expm.expm_small`` against SciPy and JAX."""
+"""Tests of `vaells_jax.core.expm`: `expm_small`, `expm_batch`, `expm_action`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from vaells_jax import expm_small
-from vaells_jax.core.expm import MAX_SQUARINGS
+from vaells_jax.core.expm import MAX_SQUARINGS, expm_action, expm_batch
 
 NORMS = (1e-3, 1e-2, 1e-1, 1.0, 3.0, 10.0, 30.0, 100.0)
 PER_NORM = 3
@@ -191,3 +191,69 @@ def test_expm_small_nan_only_for_overflowing_batch_entries():
   assert np.all(np.isnan(result[1]))
   # expm(0) = I exactly.
   np.testing.assert_array_equal(result[[0, 2]], np.stack([np.eye(2)] * 2))
+
+
+@pytest.mark.parametrize("dim", [3, 6, 10])
+def test_expm_batch_and_action_match_scipy(dim):
+  mats = _test_matrices(dim, seed=30 + dim)
+  exact = np.stack([scipy.linalg.expm(a) for a in mats])
+  z = np.random.default_rng(dim).standard_normal(mats.shape[:2])
+  moved = np.einsum("pij,pj->pi", exact, z)
+  # The action's vectors or, past 64 sub-steps (||A||_1 = 100), the matrix: each norm alone.
+  groups = [slice(i, i + PER_NORM) for i in range(0, len(mats), PER_NORM)]
+  with jax.enable_x64(True):
+    for dtype in ("float32", "float64"):
+      a, v = jnp.asarray(mats, dtype), jnp.asarray(z, dtype)
+      batch = jax.jit(expm_batch)(a)
+      action = np.concatenate([jax.jit(expm_action)(a[g], v[g]) for g in groups])
+      assert batch.dtype == action.dtype == jnp.dtype(dtype)
+      # float32 at ||A||_1 = 100: 1e-5 to 2.5e-5 for all three functions
+      # (rounding through 8 squarings); 1e-6 and less up to ||A||_1 = 10.
+      tol = {"float32": 5e-5, "float64": TOLERANCE["float64"]}[dtype]
+      _assert_small(_relative_errors(batch, exact), tol)
+      scale = np.abs(exact).max(axis=(-2, -1)) * np.abs(z).max(axis=-1)
+      _assert_small(np.abs(action - moved).max(axis=-1) / scale, tol)
+
+
+def test_expm_batch_and_action_are_nan_beyond_the_limit_only_where_it_is_passed():
+  a = np.zeros((4, 6, 6))
+  a[1, 0, 1] = 2 * NORM_LIMIT  # nilpotent: exact expm finite, norm over
+  a[2, 0, 0] = np.nan
+  a[3] = np.diag(np.linspace(-1.0, 1.0, 6))
+  z = np.ones((4, 6))
+  batch = np.asarray(expm_batch(jnp.asarray(a, jnp.float32)))
+  action = np.asarray(expm_action(jnp.asarray(a, jnp.float32), jnp.asarray(z)))
+  assert np.all(np.isnan(batch[1:3])) and np.all(np.isnan(action[1:3]))
+  np.testing.assert_array_equal(batch[0], np.eye(6))
+  np.testing.assert_array_equal(action[0], z[0])
+  np.testing.assert_allclose(batch[3], np.diag(np.exp(np.linspace(-1, 1, 6))), 1e-6)
+  np.testing.assert_allclose(action[3], np.exp(np.linspace(-1, 1, 6)), 1e-6)
+
+
+def test_expm_batch_gradient_matches_scipy_frechet():
+  mats = np.concatenate([np.zeros((1, 6, 6)), _test_matrices(6, seed=40)])
+  weights = np.random.default_rng(5).standard_normal(mats.shape)
+  with jax.enable_x64(True):
+    grad = jax.jit(jax.grad(_weighted_loss(expm_batch, weights)))(jnp.asarray(mats))
+    grad = np.asarray(grad)
+  for a, w, g in zip(mats, weights, grad, strict=True):
+    upstream = w + scipy.linalg.expm(a)
+    expected = scipy.linalg.expm_frechet(a.T, upstream, compute_expm=False)
+    np.testing.assert_allclose(g, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+
+
+def test_expm_batch_and_action_under_vmap():
+  # vmap batches the data-dependent loop lengths; each batch keeps its own.
+  mats = _test_matrices(4, seed=50).reshape(len(NORMS), PER_NORM, 4, 4)
+  z = np.random.default_rng(6).standard_normal(mats.shape[:3])
+  with jax.enable_x64(True):
+    a, v = jnp.asarray(mats), jnp.asarray(z)
+    np.testing.assert_allclose(
+      jax.vmap(expm_batch)(a), np.stack([expm_batch(m) for m in a]), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+      jax.vmap(expm_action)(a, v),
+      np.stack([expm_action(m, u) for m, u in zip(a, v, strict=True)]),
+      rtol=1e-11,
+      atol=1e-13,
+    )

@@ -32,7 +32,10 @@ grad f(y))``, ``s`` in ``(2, 1, 1/2, 1/4)``, evaluated together:
 Pairs lie on the last (minor) axis of every array, so each operation is
 elementwise over contiguous pairs and vectorises; for ``d = 2`` the matrix
 exponential is the closed form of :mod:`vaells_jax.core.expm` written on the
-four entries. Large batches are solved in chunks of :data:`CHUNK` pairs
+four entries. For ``d > 2`` values come from ``expm(A) z0`` on vectors
+(:func:`~vaells_jax.core.expm.expm_action`) and the gradient from
+:func:`~vaells_jax.core.expm.expm_batch`, whose work is bounded by the chunk
+of pairs instead of the worst case. Large batches are solved in chunks of :data:`CHUNK` pairs
 (``lax.map``) so that the working set stays in cache.
 """
 
@@ -48,7 +51,8 @@ from vaells_jax.core.expm import (
   MAX_SQUARINGS,
   _cosh_sinhc,
   cosh_sinhc_slope,
-  expm_small,
+  expm_action,
+  expm_batch,
 )
 
 __all__ = ["CHUNK", "solve_pgd"]
@@ -138,20 +142,38 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
   return value, grad
 
 
-def _data_general(coeffs, psi, z0, z1):
-  """``f`` of each pair for any ``d`` (:func:`expm_small`), ``[P]``."""
+def _general_pairs(coeffs, psi, z0, z1):
+  """For any ``d``: ``M`` rows of shape ``S`` and ``z [d, P]`` as pair-major
+  ``(S, generators [n, d, d], z0 [n, d], z1 [n, d])``, ``n = prod(S)``."""
   shape = coeffs[0].shape
   coeffs = [c.reshape(-1) for c in coeffs]
   # z [d, P] against trials [K, P]: align the pair axis, then flatten.
   expand = lambda z: z.reshape(z.shape[:1] + (1,) * (len(shape) - 1) + z.shape[1:])  # noqa: E731
   z0, z1 = (
-    jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1)
+    jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1).T
     for z in (z0, z1)
   )
   generator = sum(psi[m, :, :, None] * coeffs[m] for m in range(psi.shape[0]))
-  operator = expm_small(jnp.moveaxis(generator, -1, 0))  # [P, d, d]
-  residual = z1.T - jnp.sum(operator * z0.T[:, None, :], axis=-1)
+  return shape, jnp.moveaxis(generator, -1, 0), z0, z1
+
+
+def _data_general(coeffs, psi, z0, z1):
+  """``f`` of each pair for any ``d`` (:func:`expm_action`), ``[P]``."""
+  shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
+  residual = z1 - expm_action(generator, z0)
   return 0.5 * jnp.sum(residual**2, axis=-1).reshape(shape)
+
+
+def _grad_general(coeffs, psi, z0, z1):
+  """The gradient of ``f`` for any ``d`` (through :func:`expm_batch`)."""
+
+  def data(c):
+    shape, generator, a, b = _general_pairs(c, psi, z0, z1)
+    residual = b - jnp.einsum("pij,pj->pi", expm_batch(generator), a)
+    return 0.5 * jnp.sum(residual**2, axis=-1).reshape(shape)
+
+  value, pullback = jax.vjp(data, coeffs)
+  return pullback(jnp.ones_like(value))[0]
 
 
 def _data(index, coeffs, psi, z0, z1):
@@ -164,14 +186,15 @@ def _data(index, coeffs, psi, z0, z1):
 
 
 def _value_and_grad(index, coeffs, psi, z0, z1):
-  """``(f [P], grad)`` (``M`` rows ``[P]``), stored."""
+  """``(f [P], grad)`` (``M`` rows ``[P]``), stored. For ``d > 2`` the value
+  is the one the trial steps see (:func:`_data_general`), so that the step
+  test compares values of one evaluation."""
   if psi.shape[-1] == 2:
     fn = lambda c: _data_2x2(index, c, psi, z0, z1, with_grad=True)  # noqa: E731
   else:
 
     def fn(c):
-      value, pullback = jax.vjp(lambda c: _data_general(c, psi, z0, z1), c)
-      return value, pullback(jnp.ones_like(value))[0]
+      return _data_general(c, psi, z0, z1), _grad_general(c, psi, z0, z1)
 
   return _materialize(index, fn, coeffs)
 
