@@ -168,7 +168,8 @@ def make_parser() -> argparse.ArgumentParser:
     "--workdir",
     default=None,
     metavar="DIR",
-    help="output folder (default runs/EXP, with _MODEL for a baseline)",
+    help="output folder (default runs/EXP, with _MODEL for a baseline; "
+    "runs/sensitivity_BASE for the study and the grid)",
   )
   parser.add_argument(
     "--budget",
@@ -182,7 +183,8 @@ def make_parser() -> argparse.ArgumentParser:
     default=None,
     metavar="DIR",
     help="MNIST IDX files in DIR (get them with `python -m vaells_jax.data.mnist "
-    "download DIR`); default: tensorflow-datasets, if installed ([tfds] extra)",
+    "download DIR`) for rot_mnist, nat_mnist and the grid; default: "
+    "tensorflow-datasets, if installed ([tfds] extra)",
   )
   parser.add_argument(
     "--resume",

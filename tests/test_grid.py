@@ -111,6 +111,15 @@ def test_grid_trains_each_cell_once_and_reuses_it(tmp_path, monkeypatch, capsys)
   assert calls == []
 
 
+def test_too_many_anchors_are_refused_before_training(tmp_path, monkeypatch, capsys):
+  calls = _fake_runs(monkeypatch)
+  workdir = tmp_path / "grid"
+  assert _grid(workdir, "--ops=2", "--anchors=8,1000") == 2
+  err = capsys.readouterr().err
+  assert "anchors_per_class must be from 1 to" in err and "got 1000" in err
+  assert calls == [] and not workdir.exists()
+
+
 def _real_grid(workdir, monkeypatch, capsys, ops, anchors):
   """A real tiny grid; checks grid.json and that a rerun reuses every cell."""
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)

@@ -43,6 +43,7 @@ from vaells_jax.evaluation import plotting
 from vaells_jax.evaluation.synthetic_report import learned_structure, operator_orbits
 from vaells_jax.runs.compare import _run_one
 from vaells_jax.training import loop, population
+from vaells_jax.training.guards import check_data
 
 __all__ = [
   "GRID_METRICS",
@@ -355,7 +356,8 @@ def grid_study(
 ) -> dict:
   """Paper table 1: one run per dictionary size, anchor count and seed.
 
-  Every configuration is checked before anything trains. Runs live in
+  Every configuration, run folder and anchor count (on the first seed's
+  data) is checked before anything trains. Runs live in
   ``workdir/M{M}_Na{N_a}/seed{s}``; a finished run's ``summary.json`` is
   reused and a stopped one resumes from its checkpoint
   (:func:`vaells_jax.runs.compare._run_one`), so the same call again
@@ -397,6 +399,8 @@ def grid_study(
     for a in anchors:
       for s in seeds:
         _check_cell_folder(configs[m, s], cell_dir(m, a, s), overwrite)
+  for a in anchors[1:]:  # e.g. more anchors than a class has digits
+    check_data(configs[ops[0], seeds[0]], make_data(configs[ops[0], seeds[0]], a))
   summaries = {(m, a): [] for m in ops for a in anchors}
   digits = {}
   for a in anchors:
