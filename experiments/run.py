@@ -47,7 +47,7 @@ from vaells_jax.config import (  # noqa: E402
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
 COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
 DIGITS = ("rot_mnist", "nat_mnist")
-STUDIES = ("sensitivity",)  # --base=concentric|swiss_roll
+STUDIES = ("sensitivity",)  # --base=concentric|swiss_roll, or nat_mnist --grid
 STUDY_BASES = ("concentric", "swiss_roll")
 GRID_BASES = ("nat_mnist",)  # --grid: paper table 1
 GRID_OPS = (2, 4, 8)  # dictionary sizes M
@@ -243,7 +243,8 @@ def parse_args(argv):
   if args.anchors is not None:
     if args.exp not in STUDIES:
       parser.error("--anchors goes with --exp=sensitivity, and only with it")
-    args.anchors = _counts(parser, "--anchors", args.anchors, "3,4,6,8")
+    example = "8,12,16" if args.grid else "3,4,6,8"
+    args.anchors = _counts(parser, "--anchors", args.anchors, example)
   if args.grid:
     args.ops = GRID_OPS if args.ops is None else args.ops
     args.anchors = GRID_ANCHORS if args.anchors is None else args.anchors

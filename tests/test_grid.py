@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import pathlib
+import signal
 import sys
 
 import pytest
@@ -16,6 +17,7 @@ from vaells_jax.config import config_from_json
 from vaells_jax.data.synthetic import load_synthetic
 from vaells_jax.evaluation import image_report
 from vaells_jax.runs import compare
+from vaells_jax.runs.runner import TrainingInterrupted
 from vaells_jax.runs.sensitivity import GRID_METRICS, PAPER_TABLE1, paper_cell
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -118,6 +120,28 @@ def test_too_many_anchors_are_refused_before_training(tmp_path, monkeypatch, cap
   err = capsys.readouterr().err
   assert "anchors_per_class must be from 1 to" in err and "got 1000" in err
   assert calls == [] and not workdir.exists()
+
+
+def test_a_stopped_grid_names_the_same_command(tmp_path, monkeypatch, capsys):
+  calls = _fake_runs(monkeypatch)
+  fake = compare.train_and_evaluate
+
+  def stop_at_m4(config, *args, **kwargs):
+    if config.num_ops == 4:
+      raise TrainingInterrupted(signal.SIGTERM, 2)
+    return fake(config, *args, **kwargs)
+
+  monkeypatch.setattr(compare, "train_and_evaluate", stop_at_m4)
+  workdir = tmp_path / "grid"
+  assert _grid(workdir, "--ops=2,4", "--anchors=3") == 143
+  err = capsys.readouterr().err
+  assert "resume with: python experiments/run.py --exp=sensitivity" in err
+  assert "--ops=2,4 --anchors=3" in err and f"--workdir={workdir}" in err
+  assert "--resume" not in err  # the grid resumes by itself
+  monkeypatch.setattr(compare, "train_and_evaluate", fake)
+  calls.clear()
+  assert _grid(workdir, "--ops=2,4", "--anchors=3") == 0
+  assert [c[0] for c in calls] == [4]  # M = 2 was reused
 
 
 def _real_grid(workdir, monkeypatch, capsys, ops, anchors):
