@@ -6,6 +6,11 @@ listed by ``--help``, with every config key that ``--config.KEY=VALUE`` (or
 
 ``--exp=sensitivity --base=concentric|swiss_roll --seeds=N`` runs the
 population study (``vaells_jax.runs.sensitivity``).
+``--exp=sensitivity --base=nat_mnist --grid [--ops=2,4,8] [--anchors=8,12,16]``
+runs the paper's table-1 grid of single natural-MNIST runs (dictionary size
+``M`` x anchors per class ``N_a``; ``--seeds`` default 1) at the budget of
+``--budget`` and ``--config.KEY=VALUE``, and writes ``grid.md/json``; the
+same command again reuses the finished runs and resumes a stopped one.
 
 Exit status: 0 done; 2 bad input (flags, config, data, workdir, a checkpoint
 that fails its checksums, a workdir in use by another run), with a one-line
@@ -42,25 +47,34 @@ from vaells_jax.config import (  # noqa: E402
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
 COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
 DIGITS = ("rot_mnist", "nat_mnist")
-STUDIES = ("sensitivity",)  # --base=concentric|swiss_roll
+STUDIES = ("sensitivity",)  # --base=concentric|swiss_roll, or nat_mnist --grid
 STUDY_BASES = ("concentric", "swiss_roll")
+GRID_BASES = ("nat_mnist",)  # --grid: paper table 1
+GRID_OPS = (2, 4, 8)  # dictionary sizes M
+GRID_ANCHORS = (8, 12, 16)  # anchors per class N_a
 STUDY_POPULATION = 4  # members per seed unless --config.population says
 MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
-def make_data(exp, config, data_dir, random_anchors=None):
+def make_data(
+  exp, config, data_dir, random_anchors=None, anchors_per_class=None, loaded=None
+):
   """The experiment's data set (MNIST raises ``MnistUnavailable`` if absent);
   a synthetic set with ``random_anchors`` anchors (per class) at random places
-  when that is given."""
+  when that is given. A digits experiment takes ``anchors_per_class`` (default
+  its config module's), and keeps the loaded digits of each seed in the dict
+  ``loaded`` when one is given."""
   from vaells_jax.data import mnist, synthetic  # slow imports (jax)
 
   if exp in DIGITS:
-    config_module = importlib.import_module(f"experiments.configs.{exp}")
+    if anchors_per_class is None:
+      config_module = importlib.import_module(f"experiments.configs.{exp}")
+      anchors_per_class = config_module.ANCHORS_PER_CLASS
+    loaded = {} if loaded is None else loaded
+    if config.seed not in loaded:
+      loaded[config.seed] = mnist.load_mnist(data_dir, seed=config.seed)
     return mnist.digits_experiment(
-      exp,
-      mnist.load_mnist(data_dir, seed=config.seed),
-      seed=config.seed,
-      anchors_per_class=config_module.ANCHORS_PER_CLASS,
+      exp, loaded[config.seed], seed=config.seed, anchors_per_class=anchors_per_class
     )
   if random_anchors is None:
     return getattr(synthetic, f"make_{exp}")(seed=config.seed)
@@ -106,13 +120,28 @@ def make_parser() -> argparse.ArgumentParser:
     metavar="NAME",
     help=f"experiment: {' | '.join(EXPERIMENTS)}; or a comparison of every "
     f"model over seeds: {' | '.join(COMPARISONS)}; or the population study: "
-    "sensitivity (with --base)",
+    "sensitivity (with --base); or paper table 1: sensitivity with "
+    "--base=nat_mnist --grid",
   )
   parser.add_argument(
     "--base",
     default=None,
-    choices=STUDY_BASES,
-    help="the experiment of --exp=sensitivity",
+    choices=STUDY_BASES + GRID_BASES,
+    help="the experiment of --exp=sensitivity (nat_mnist with --grid only)",
+  )
+  parser.add_argument(
+    "--grid",
+    action="store_true",
+    help="with --exp=sensitivity --base=nat_mnist: paper table 1, one run per "
+    "dictionary size (--ops), anchors per class (--anchors) and seed, at the "
+    "budget of --budget and --config.*; writes grid.md/json, and the same "
+    "command again reuses the finished runs",
+  )
+  parser.add_argument(
+    "--ops",
+    default=None,
+    metavar="M,M,...",
+    help=f"the grid: dictionary sizes M (default {','.join(map(str, GRID_OPS))})",
   )
   parser.add_argument(
     "--model",
@@ -124,20 +153,23 @@ def make_parser() -> argparse.ArgumentParser:
     "--seeds",
     type=int,
     default=None,
-    help="comparisons: seeds 0..N-1 (default 3); the study (default 10)",
+    help="comparisons: seeds 0..N-1 (default 3); the study (default 10); the "
+    "grid (default 1)",
   )
   parser.add_argument(
     "--anchors",
     default=None,
     metavar="A,B,...",
     help="the study: anchor counts, each placed at random on the manifold "
-    "(paper appendix F), e.g. 3,4,6,8",
+    "(paper appendix F), e.g. 3,4,6,8; the grid: anchors per class N_a "
+    f"(default {','.join(map(str, GRID_ANCHORS))})",
   )
   parser.add_argument(
     "--workdir",
     default=None,
     metavar="DIR",
-    help="output folder (default runs/EXP, with _MODEL for a baseline)",
+    help="output folder (default runs/EXP, with _MODEL for a baseline; "
+    "runs/sensitivity_BASE for the study and the grid)",
   )
   parser.add_argument(
     "--budget",
@@ -151,7 +183,8 @@ def make_parser() -> argparse.ArgumentParser:
     default=None,
     metavar="DIR",
     help="MNIST IDX files in DIR (get them with `python -m vaells_jax.data.mnist "
-    "download DIR`); default: tensorflow-datasets, if installed ([tfds] extra)",
+    "download DIR`) for rot_mnist, nat_mnist and the grid; default: "
+    "tensorflow-datasets, if installed ([tfds] extra)",
   )
   parser.add_argument(
     "--resume",
@@ -194,6 +227,7 @@ def _overrides(parser, rest) -> dict[str, str]:
 def parse_args(argv):
   parser = make_parser()
   args, rest = parser.parse_known_args(argv)
+  args.argv = list(argv)  # for the command that resumes the grid
   overrides = _overrides(parser, rest)
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
@@ -205,30 +239,31 @@ def parse_args(argv):
     )
   if (args.exp in STUDIES) != (args.base is not None):
     parser.error("--base goes with --exp=sensitivity, and only with it")
+  _grid_flags(parser, args)
   if args.anchors is not None:
     if args.exp not in STUDIES:
       parser.error("--anchors goes with --exp=sensitivity, and only with it")
-    try:
-      args.anchors = tuple(int(a) for a in args.anchors.split(","))
-    except ValueError:
-      parser.error(f"--anchors must be counts like 3,4,6,8, got {args.anchors!r}")
-    if not all(1 <= a <= 1000 for a in args.anchors):
-      parser.error(f"--anchors must be counts from 1 to 1000, got {args.anchors}")
+    example = "8,12,16" if args.grid else "3,4,6,8"
+    args.anchors = _counts(parser, "--anchors", args.anchors, example)
+  if args.grid:
+    args.ops = GRID_OPS if args.ops is None else args.ops
+    args.anchors = GRID_ANCHORS if args.anchors is None else args.anchors
   if args.workdir is not None and not args.workdir.strip():
     parser.error("--workdir is empty; give a folder, or leave the flag out")
-  exp = args.exp.removeprefix("compare_")
+  exp = args.base if args.exp in STUDIES else args.exp.removeprefix("compare_")
   if args.data_dir is not None and exp not in DIGITS:
     parser.error(f"--data-dir applies to {', '.join(DIGITS)} only, not {exp}")
   if args.exp in COMPARISONS + STUDIES:
-    args.seeds = (
-      (3 if args.exp in COMPARISONS else 10) if args.seeds is None else args.seeds
-    )
+    default = 3 if args.exp in COMPARISONS else 1 if args.grid else 10
+    args.seeds = default if args.seeds is None else args.seeds
     if not 1 <= args.seeds <= 1000:
       parser.error(f"--seeds must be >= 1 and <= 1000, got {args.seeds}")
     if args.model != "vaells" or "model" in overrides:
       parser.error(f"{args.exp} chooses its models; leave out --model")
     if "seed" in overrides:
       parser.error(f"{args.exp} runs seeds 0..N-1; use --seeds=N, not --config.seed")
+    if args.grid and "num_ops" in overrides:
+      parser.error("--grid sets M per run; use --ops=M,M,..., not --config.num_ops")
     if args.resume:
       parser.error(f"{args.exp} resumes by itself: run the same command again")
   elif "model" in overrides:
@@ -238,6 +273,37 @@ def parse_args(argv):
       "--seeds applies to comparisons and the study only; use --config.seed=S"
     )
   return args, overrides
+
+
+def _counts(parser, flag, text, example) -> tuple[int, ...]:
+  """``"2,4,8"`` as ``(2, 4, 8)``: distinct counts from 1 to 1000."""
+  try:
+    counts = tuple(int(a) for a in text.split(","))
+  except ValueError:
+    parser.error(f"{flag} must be counts like {example}, got {text!r}")
+  if not all(1 <= a <= 1000 for a in counts):
+    parser.error(f"{flag} must be counts from 1 to 1000, got {text!r}")
+  if len(set(counts)) != len(counts):
+    parser.error(f"{flag} repeats a count: {text!r}")
+  return counts
+
+
+def _grid_flags(parser, args) -> None:
+  """``--grid`` goes with ``--base=nat_mnist`` and the other way round;
+  ``--ops`` with ``--grid``."""
+  if args.grid and args.base not in GRID_BASES:
+    parser.error(
+      "--grid goes with --exp=sensitivity --base=nat_mnist, and only with it"
+    )
+  if args.base in GRID_BASES and not args.grid:
+    parser.error(
+      "--base=nat_mnist runs paper table 1: add --grid (the population study "
+      f"takes --base={' or '.join(STUDY_BASES)})"
+    )
+  if args.ops is not None:
+    if not args.grid:
+      parser.error("--ops goes with --grid, and only with it")
+    args.ops = _counts(parser, "--ops", args.ops, "2,4,8")
 
 
 def compare(args, config, workdir) -> int:
@@ -273,10 +339,50 @@ def compare(args, config, workdir) -> int:
   return 0
 
 
+def grid(args, config, workdir) -> int:
+  """Paper table 1 on seeds 0..N-1 (vaells_jax.runs.sensitivity.grid_study)."""
+  from vaells_jax.data.mnist import MnistUnavailable
+  from vaells_jax.runs.runner import TrainingDiverged, TrainingInterrupted
+  from vaells_jax.runs.sensitivity import grid_study
+  from vaells_jax.training.checkpoint import CheckpointError  # slow imports (jax)
+
+  loaded = {}  # the digits of each seed, loaded once
+  try:
+    grid_study(
+      config,
+      lambda c, a: make_data(
+        args.base, c, args.data_dir, anchors_per_class=a, loaded=loaded
+      ),
+      args.ops,
+      args.anchors,
+      range(args.seeds),
+      workdir,
+      log=lambda line: print(line, flush=True),
+      overwrite=args.overwrite,
+    )
+  except (MnistUnavailable, ValueError, CheckpointError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  except TrainingDiverged as e:
+    print(f"error: training diverged: {e}", file=sys.stderr)
+    return 1
+  except TrainingInterrupted as e:
+    flags = [a for a in args.argv if not a.startswith("--workdir")]
+    return _interrupted(e, [*flags, f"--workdir={workdir}"], resume=False)
+  except OSError as e:
+    print(f"error: could not write to {workdir}: {e}", file=sys.stderr)
+    return 1
+  print((workdir / "grid.md").read_text())
+  print(f"grid: {workdir / 'grid.md'}")
+  return 0
+
+
 def sensitivity(args, config, workdir) -> int:
   """The population study on seeds 0..N-1 (vaells_jax.runs.sensitivity)."""
   from vaells_jax.runs.sensitivity import anchor_study, population_study
 
+  if args.grid:  # single runs: no population default
+    return grid(args, config, workdir)
   if config.population == 1:
     config = dataclasses.replace(config, population=STUDY_POPULATION)
   log = lambda line: print(line, flush=True)  # noqa: E731
@@ -320,9 +426,10 @@ def _train_along(args, config, data, workdir) -> int:
   return 0
 
 
-def _interrupted(error, flags) -> int:
+def _interrupted(error, flags, resume=True) -> int:
   """Reports a run stopped by SIGTERM/SIGINT; returns 128 + the signal number."""
-  command = shlex.join(["python", "experiments/run.py", *flags, "--resume"])
+  resuming = ["--resume"] if resume else []
+  command = shlex.join(["python", "experiments/run.py", *flags, *resuming])
   print(f"{error}; resume with: {command}", file=sys.stderr, flush=True)
   return 128 + error.signum
 

@@ -411,6 +411,12 @@ def digits_experiment(
   if missing:
     raise ValueError(f"The training digits lack classes {missing}.")
   if name == "nat_mnist":
+    fewest = int(np.bincount(y, minlength=NUM_CLASSES).min())
+    if not 1 <= anchors_per_class <= fewest:
+      raise ValueError(
+        f"anchors_per_class must be from 1 to {fewest} (the training digits of "
+        f"the smallest class), got {anchors_per_class}."
+      )
     rng = np.random.default_rng(seed)
     anchors = np.stack(
       [
