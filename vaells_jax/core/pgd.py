@@ -35,8 +35,8 @@ exponential is the closed form of :mod:`vaells_jax.core.expm` written on the
 four entries. For ``d > 2`` values come from ``expm(A) z0`` on vectors
 (:func:`~vaells_jax.core.expm.expm_action`) and the gradient from
 :func:`~vaells_jax.core.expm.expm_batch`, whose work is bounded by the chunk
-of pairs instead of the worst case. Large batches are solved in chunks of :data:`CHUNK` pairs
-(``lax.map``) so that the working set stays in cache.
+of pairs instead of the worst case. Large batches are solved in chunks of
+:data:`CHUNK` pairs (``lax.map``) so that the working set stays in cache.
 """
 
 from __future__ import annotations
