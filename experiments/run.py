@@ -227,7 +227,7 @@ def _overrides(parser, rest) -> dict[str, str]:
 def parse_args(argv):
   parser = make_parser()
   args, rest = parser.parse_known_args(argv)
-  args.argv = list(argv)  # for the command that resumes the grid
+  args.argv = list(argv)  # to name the command that finishes a stopped study
   overrides = _overrides(parser, rest)
   if args.resume and args.overwrite:
     parser.error("--resume and --overwrite exclude each other")
@@ -329,8 +329,8 @@ def compare(args, config, workdir) -> int:
   except TrainingDiverged as e:
     print(f"error: training diverged: {e}", file=sys.stderr)
     return 1
-  except TrainingInterrupted as e:
-    return _interrupted(e, [f"--exp={args.exp}", f"--workdir={workdir}"])
+  except TrainingInterrupted as e:  # it resumes by itself: the same command
+    return _interrupted(e, _rerun_flags(args.argv, workdir), resume=False)
   except OSError as e:
     print(f"error: could not write to {workdir}: {e}", file=sys.stderr)
     return 1
@@ -367,8 +367,7 @@ def grid(args, config, workdir) -> int:
     print(f"error: training diverged: {e}", file=sys.stderr)
     return 1
   except TrainingInterrupted as e:
-    flags = [a for a in args.argv if not a.startswith("--workdir")]
-    return _interrupted(e, [*flags, f"--workdir={workdir}"], resume=False)
+    return _interrupted(e, _rerun_flags(args.argv, workdir), resume=False)
   except OSError as e:
     print(f"error: could not write to {workdir}: {e}", file=sys.stderr)
     return 1
@@ -424,6 +423,21 @@ def _train_along(args, config, data, workdir) -> int:
   except TrainingInterrupted as e:
     return 128 + e.signum
   return 0
+
+
+def _rerun_flags(argv, workdir) -> list[str]:
+  """``argv`` to run a stopped comparison or grid again: the same flags but
+  ``--overwrite`` (which would discard the finished runs), with the workdir
+  named."""
+  flags, skip = [], False
+  for item in argv:
+    if skip:
+      skip = False
+    elif item == "--workdir":
+      skip = True
+    elif not item.startswith(("--workdir=", "--overwrite")):
+      flags.append(item)
+  return [*flags, f"--workdir={workdir}"]
 
 
 def _interrupted(error, flags, resume=True) -> int:

@@ -233,3 +233,16 @@ def test_grid_flags_that_do_not_apply_are_refused(tmp_path, capsys, flags, messa
   assert exit_.value.code == 2
   assert message in capsys.readouterr().err
   assert not (tmp_path / "w").exists()
+
+
+def test_the_rerun_command_drops_overwrite_and_names_the_workdir():
+  argv = ["--exp=compare_concentric", "--seeds=2", "--overwrite", "--workdir", "w"]
+  assert run._rerun_flags(argv, "w") == [
+    "--exp=compare_concentric",
+    "--seeds=2",
+    "--workdir=w",
+  ]
+  assert run._rerun_flags(["--workdir=a", "--config.seed_x=1"], "b") == [
+    "--config.seed_x=1",
+    "--workdir=b",
+  ]
