@@ -199,7 +199,7 @@ def test_expm_batch_and_action_match_scipy(dim):
   exact = np.stack([scipy.linalg.expm(a) for a in mats])
   z = np.random.default_rng(dim).standard_normal(mats.shape[:2])
   moved = np.einsum("pij,pj->pi", exact, z)
-  # Each norm alone: the action's vectors, or past 64 sub-steps (||A||_1 =
+  # Each norm alone: the action's vectors, or past 32 sub-steps (||A||_1 =
   # 100) the matrix.
   groups = [slice(i, i + PER_NORM) for i in range(0, len(mats), PER_NORM)]
   with jax.enable_x64(True):

@@ -47,10 +47,11 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
 # expm_action: Taylor sub-steps of 1-norm <= 1 with remainder below 1 / (K+1)!
 # (2e-9 for K=11 in float32, 8e-18 for K=18 in float64); beyond
-# _ACTION_MAX_STEPS sub-steps the matrix is cheaper.
+# _ACTION_MAX_STEPS sub-steps the matrix is as fast (benchmarks/expm_batch.py:
+# equal at ||A||_1 up to 30, d = 6).
 _ACTION_THETA = 1.0
 _ACTION_DEGREE = {jnp.dtype(jnp.float32): 11, jnp.dtype(jnp.float64): 18}
-_ACTION_MAX_STEPS = 64
+_ACTION_MAX_STEPS = 32
 
 
 def expm_small(a, *, checked: bool = False):
@@ -171,7 +172,7 @@ def expm_action(a, z):
   Each pair takes ``s = ceil(||a||_1)`` Taylor sub-steps ``v <- sum_k (a /
   s)^k v / k!`` on the vector (``d^2`` operations per term instead of the
   matrix products' ``d^3``), the loop running as many sub-steps as the pair
-  that needs the most. If that is more than 64, the whole batch takes
+  that needs the most. If that is more than 32, the whole batch takes
   :func:`expm_batch` instead. Same valid range and NaN as
   :func:`expm_small`. The loop has a data-dependent length, so this is not
   reverse-differentiable: gradients take :func:`expm_batch`.
