@@ -99,6 +99,24 @@ def test_latent_coverage_tells_a_rotation_from_other_operators():
   assert population.latent_coverage(codes, labels, np.full((1, 2, 2), np.nan)) == 0.0
 
 
+def test_the_wide_radius_credits_a_spiral_that_follows_a_roll_roughly():
+  # An Archimedean roll (the swiss roll's shape) and the log-spiral with its
+  # growth: the orbit drifts off the roll by more than 3 spacings, not 20.
+  rng = np.random.default_rng(0)
+  t = np.sort(rng.uniform(1.5 * np.pi, 4.5 * np.pi, 500))
+  codes = np.stack([t * np.cos(t), t * np.sin(t)], 1) / 10
+  codes += 0.01 * rng.normal(size=codes.shape)
+  labels = np.zeros(len(codes), int)
+  growth = np.log(3.0) / (3 * np.pi)
+  spiral = np.asarray([[[growth, -1.0], [1.0, growth]]])
+  wide = population.COVERAGE_RADII["latent_coverage_wide"]
+  assert population.latent_coverage(codes, labels, spiral) < 0.4
+  assert population.latent_coverage(codes, labels, spiral, radius=wide) > 0.8
+  for other in ([[0.0, -1.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]):
+    other = np.asarray([other])  # a rotation, a scaling
+    assert population.latent_coverage(codes, labels, other, radius=wide) < 0.5
+
+
 def test_selection_picks_what_the_signal_names():
   signals = {
     "latent_coverage": [0.2, 0.9, 0.9, float("nan")],

@@ -20,7 +20,13 @@ MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
 INFERENCE_METHODS = ("fista", "lm", "pgd", "exact")  # vaells_jax.core.inference.METHODS
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
-SELECT_SIGNALS = ("latent_coverage", "psi_rejected", "loss", "log_p")
+SELECT_SIGNALS = (
+  "latent_coverage",
+  "latent_coverage_wide",
+  "psi_rejected",
+  "loss",
+  "log_p",
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -175,6 +175,8 @@ def summarise_study(studies: list[dict]) -> dict:
   flat = np.concatenate([np.asarray(s, bool) for s in success])
   rows = {}
   for name in SELECT_SIGNALS:
+    if not all(name in s["signals"] for s in studies):  # a study.json of before
+      continue
     picks = [population.select(s["signals"], name)[0] for s in studies]
     sign = population.SIGN[name]
     scores = np.concatenate([-sign * np.asarray(s["signals"][name]) for s in studies])

@@ -58,7 +58,13 @@ SELECTION_NAME = "selection.json"  # in POPULATION_DIR: signals and the choice
 SIGNAL_BATCHES = 10  # training batches each member's loss terms are averaged over
 # Direction of each selection signal: the member with the smallest
 # sign * signal is chosen.
-SIGN = {"psi_rejected": 1.0, "loss": 1.0, "log_p": -1.0, "latent_coverage": -1.0}
+SIGN = {
+  "psi_rejected": 1.0,
+  "loss": 1.0,
+  "log_p": -1.0,
+  "latent_coverage": -1.0,
+  "latent_coverage_wide": -1.0,
+}
 
 
 def selection_step(config: Config) -> int:
@@ -167,32 +173,33 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   encode = jax.jit(model.encode)
   subset = np.random.default_rng(config.seed).permutation(len(x))[:COVERAGE_POINTS]
   members = [member(state, k) for k in range(config.population)]
-  signals["latent_coverage"] = [
-    latent_coverage(
-      np.asarray(encode(m.params, x[subset])),
-      labels[subset],
-      np.asarray(m.psi),
-      seed=config.seed,
-    )
-    for m in members
-  ]
+  latents = [np.asarray(encode(m.params, x[subset])) for m in members]
+  for name, radius in COVERAGE_RADII.items():
+    signals[name] = [
+      latent_coverage(z, labels[subset], np.asarray(m.psi), config.seed, radius)
+      for z, m in zip(latents, members, strict=True)
+    ]
   return signals
 
 
 COVERAGE_POINTS = 500  # training points encoded for latent_coverage
 COVERAGE_STARTS = 10  # orbit starts per class
 COVERAGE_ORBIT_POINTS = 400
-COVERAGE_RADIUS = 3.0  # in median nearest-neighbour spacings of the encodings
+# The radius of each coverage signal, in median nearest-neighbour spacings of
+# the encodings: 3 separates the concentric circles' draws; on the swiss roll,
+# whose encodings an exponential orbit follows only roughly, 20 does
+# (docs/experiments.md, "Population training").
+COVERAGE_RADII = {"latent_coverage": 3.0, "latent_coverage_wide": 20.0}
 
 
-def latent_coverage(latents, labels, psi, seed: int = 0) -> float:
+def latent_coverage(latents, labels, psi, seed: int = 0, radius: float = 3.0) -> float:
   """How much of each class's encodings the dominant operator's orbits pass.
 
   From :data:`COVERAGE_STARTS` encodings of each class, the orbit
   ``expm(t Psi_m) z`` of the strongest operator ``m`` (largest Frobenius
   norm) is followed a full turn each way of its fastest rotation
   (``|t| <= 2 pi / max |Im eig Psi_m|``); the score is the fraction of the
-  class's encodings within :data:`COVERAGE_RADIUS` median nearest-neighbour
+  class's encodings within ``radius`` median nearest-neighbour
   spacings of the orbit, averaged over starts and classes: near 1 when one
   operator moves points along their class's manifold, near 0 otherwise. It
   needs the encodings and classes only, no ground truth: the latent-space
@@ -205,6 +212,7 @@ def latent_coverage(latents, labels, psi, seed: int = 0) -> float:
     labels: classes ``[N]``.
     psi: operators ``[M, d, d]``.
     seed: picks the starts.
+    radius: in median nearest-neighbour spacings (:data:`COVERAGE_RADII`).
 
   Returns:
     The score in ``[0, 1]``.
@@ -223,7 +231,7 @@ def latent_coverage(latents, labels, psi, seed: int = 0) -> float:
     )
   gaps = np.linalg.norm(latents[:, None] - latents[None], axis=-1)
   np.fill_diagonal(gaps, np.inf)
-  radius = COVERAGE_RADIUS * np.median(gaps.min(axis=1))
+  radius = radius * np.median(gaps.min(axis=1))
   rng = np.random.default_rng(seed)
   scores = []
   for c in np.unique(labels):
