@@ -18,6 +18,7 @@ Usage::
     python benchmarks/inference_scaling.py            # full sweeps
     python benchmarks/inference_scaling.py --quick    # CI smoke mode
     python benchmarks/inference_scaling.py --method=pgd --sweeps=pairs
+    python benchmarks/inference_scaling.py --sweeps=pairs --values=1000,1024
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def main(argv=None) -> dict[str, list[dict]]:
   parser.add_argument(
     "--sweeps", default=",".join(SWEEPS), help="comma-separated sweeps to run"
   )
+  parser.add_argument(
+    "--values", default=None, help="the sizes of a single sweep, e.g. 1000,1024"
+  )
   args = parser.parse_args(argv)
   iterations = args.iterations or (5 if args.quick else 50)
   repeats = args.repeats or (1 if args.quick else 3)
@@ -130,6 +134,8 @@ def main(argv=None) -> dict[str, list[dict]]:
   for sweep in args.sweeps.split(","):
     name, values, fixed = SWEEPS[sweep]
     values = QUICK[sweep] if args.quick else values
+    if args.values:
+      values = [int(v) for v in args.values.split(",")]
     sizes = [
       {
         "n": fixed.get("n"),
