@@ -1,5 +1,6 @@
 """vaells_jax.fit on a user's own arrays: outputs, the returned model, bad input."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -46,6 +47,32 @@ def test_fit_without_labels_and_with_explicit_anchors(tmp_path):
     x, anchors=x[:4], config=CONFIG, workdir=tmp_path, log=lambda _: None
   )
   assert model.anchors_latent.shape == (1, 4, 2)
+
+
+def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
+  from vaells_jax.runs import fit as fit_module
+  from vaells_jax.runs import runner
+
+  seen = []
+  monkeypatch.setattr(
+    runner, "train_and_evaluate", lambda config, *a, **k: (seen.append(config), None)
+  )
+  x, labels = _two_rings()
+  vaells_jax.fit(x, labels, workdir=tmp_path)
+  assert seen == [Config(population=fit_module.FIT_POPULATION)]
+  assert fit_module.FIT_POPULATION > 1
+
+
+def test_fit_with_a_population_returns_the_selected_member(tmp_path):
+  x, labels = _two_rings()
+  config = dataclasses.replace(CONFIG, population=2, select_at=0.5)
+  model = vaells_jax.fit(x, labels, config=config, workdir=tmp_path, log=lambda _: None)
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  chosen = summary["population"]["selected_member"]
+  assert chosen in (0, 1)
+  assert len(summary["population"]["signals"]["latent_coverage"]) == 2
+  assert model.psi.shape == (2, 2, 2)  # one member's dictionary, not the stack
+  np.testing.assert_array_equal(vaells_jax.load(tmp_path).psi, model.psi)
 
 
 @pytest.mark.parametrize(

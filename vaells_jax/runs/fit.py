@@ -11,7 +11,14 @@ import numpy as np
 from vaells_jax.config import Config
 from vaells_jax.data.synthetic import SyntheticData
 
-__all__ = ["fit", "user_dataset"]
+__all__ = ["FIT_POPULATION", "fit", "user_dataset"]
+
+# Members fit() trains when it is given no config: dictionary draws of the same
+# networks and anchors, the best kept at a quarter of the steps by
+# ``latent_coverage`` (the concentric default). On a user's circles
+# (benchmarks/fit_population.py) this learns the manifold on far more seeds
+# than one run: docs/experiments.md, "Population training".
+FIT_POPULATION = 8
 
 
 def _check_labels(labels, num_points):
@@ -91,8 +98,10 @@ def fit(
       Each sample's prior uses only its own class's anchors.
     anchors: input-space anchors ``[C, A, D]`` (or ``[A, D]`` for one class);
       None picks ``anchors_per_class`` random training points per class.
-    config: a :class:`~vaells_jax.config.Config` (default: ``Config()``);
-      ``config.model`` picks VAELLS or a baseline.
+    config: a :class:`~vaells_jax.config.Config`; ``config.model`` picks
+      VAELLS or a baseline. Default: ``Config(population=FIT_POPULATION)``,
+      the paper's concentric settings with :data:`FIT_POPULATION` members
+      (a config you build trains ``config.population`` members, default 1).
     anchors_per_class: anchors chosen per class when ``anchors`` is None.
     test_fraction: fraction of points held out for evaluation.
     workdir: output folder (default: a new temporary folder).
@@ -115,7 +124,7 @@ def fit(
   """
   from vaells_jax.runs.runner import train_and_evaluate  # imports jax, optax
 
-  config = Config() if config is None else config
+  config = Config(population=FIT_POPULATION) if config is None else config
   if not isinstance(config, Config):
     raise ValueError(f"config must be a Config, got {type(config).__name__}.")
   if workdir is not None and not str(workdir).strip():
