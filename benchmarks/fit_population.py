@@ -21,6 +21,8 @@ levels). Results go to ``--out`` after every run (a rerun continues).
 (every member trained to the end, its ground truth and selection signals at
 10-100% of the steps; anchors at random places on the circles, as fit's are
 random points): which members learn, and which signal would have picked them.
+``--radii``, ``--points`` and ``--dim`` change the circles (e.g. the
+concentric experiment's ``--radii=0.5,1 --points=200 --dim=20``).
 """
 
 from __future__ import annotations
@@ -46,21 +48,21 @@ from vaells_jax.runs.fit import FIT_POPULATION, fit  # noqa: E402
 from vaells_jax.runs.sensitivity import population_study  # noqa: E402
 
 
-def user_data(seed: int, anchor_placement: str = "even"):
+def user_data(seed: int, radii=(1.0, 2.0), points=100, dim=10, placement="even"):
   """The user's circles, with the ground truth kept for scoring."""
   return make_concentric(
     seed=seed,
-    num_per_circle=100,
+    num_per_circle=points,
     num_test_per_circle=100,
-    radii=(1.0, 2.0),
-    data_dim=10,
+    radii=radii,
+    data_dim=dim,
     noise_std=0.01,
-    anchor_placement=anchor_placement,
+    anchor_placement=placement,
   )
 
 
-def one_fit(seed: int, population: int, num_steps: int) -> dict:
-  data = user_data(seed)
+def one_fit(seed, population, num_steps, anchors_per_class, **shape) -> dict:
+  data = user_data(seed, **shape)
   config = Config(seed=seed, population=population, num_steps=num_steps)
   start = time.perf_counter()
   with tempfile.TemporaryDirectory() as workdir:
@@ -68,6 +70,7 @@ def one_fit(seed: int, population: int, num_steps: int) -> dict:
       data.x_train,
       data.labels_train,
       config=config,
+      anchors_per_class=anchors_per_class,
       workdir=workdir,
       log=lambda line: None,
     )
@@ -87,16 +90,32 @@ def _seeds(text: str) -> list[int]:
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--seeds", default="100-109", help="e.g. 100-109 or 1,2,3")
-  parser.add_argument("--population", type=int, default=FIT_POPULATION)
+  parser.add_argument(
+    "--populations",
+    default=f"1,{FIT_POPULATION}",
+    help="members of each fit (--study: the last)",
+  )
+  parser.add_argument(
+    "--anchors-per-class", type=int, default=3, help="fit's anchors_per_class"
+  )
   parser.add_argument("--num-steps", type=int, default=Config().num_steps)
   parser.add_argument("--out", default="fit_population.json")
   parser.add_argument("--study", default=None, metavar="DIR")
+  parser.add_argument("--radii", default="1,2", help="the two circles' radii")
+  parser.add_argument("--points", type=int, default=100, help="per circle")
+  parser.add_argument("--dim", type=int, default=10, help="input dimension")
   args = parser.parse_args(argv)
+  populations = [int(k) for k in args.populations.split(",")]
+  shape = dict(
+    radii=tuple(float(r) for r in args.radii.split(",")),
+    points=args.points,
+    dim=args.dim,
+  )
   print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}, {platform.node()}")
   if args.study:
     summary = population_study(
-      Config(population=args.population, num_steps=args.num_steps),
-      lambda c: user_data(c.seed, anchor_placement="random"),
+      Config(population=populations[-1], num_steps=args.num_steps),
+      lambda c: user_data(c.seed, **shape, placement="random"),
       _seeds(args.seeds),
       args.study,
     )
@@ -105,13 +124,14 @@ def main(argv=None) -> None:
   out = pathlib.Path(args.out)
   results = json.loads(out.read_text()) if out.exists() else {}
   for seed in _seeds(args.seeds):
-    for k in (1, args.population):
-      name = f"seed{seed}_k{k}"
+    for k in populations:
+      name = f"seed{seed}_k{k}_a{args.anchors_per_class}"
       if name not in results:
         results[name] = {
           "seed": seed,
           "population": k,
-          **one_fit(seed, k, args.num_steps),
+          "anchors_per_class": args.anchors_per_class,
+          **one_fit(seed, k, args.num_steps, args.anchors_per_class, **shape),
         }
         out.write_text(json.dumps(results, indent=2))
       r = results[name]
@@ -121,8 +141,13 @@ def main(argv=None) -> None:
         f"{r['wall_time_s']:.0f} s",
         flush=True,
       )
-  for k in (1, args.population):
-    rows = [r for r in results.values() if r["population"] == k]
+  for k in populations:
+    rows = [
+      r
+      for r in results.values()
+      if r["population"] == k
+      and r.get("anchors_per_class", 3) == args.anchors_per_class
+    ]
     wins = sum(r["success"] for r in rows)
     times = [r["wall_time_s"] for r in rows]
     print(
