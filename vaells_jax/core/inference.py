@@ -503,8 +503,8 @@ def _in_chunks(solve, init, z0, z1, l1_weight, chunk=CHUNK):
 
   Beyond ``chunk`` starts the batch is solved in ``lax.map`` chunks: a
   vmapped line search runs as many trials as the worst start of its batch
-  needs, and a smaller batch stays in cache, so the cost per pair stays flat
-  as the batch grows (``benchmarks/inference_scaling.py``). The last chunk
+  needs, so a hard pair costs its chunk, not the whole batch
+  (``benchmarks/inference_scaling.py``, docs/benchmarks.md). The last chunk
   is padded with copies of the last start: a zero pair's gradient is zero,
   and jaxopt's line search then tries every step length on every iteration.
   """
