@@ -14,6 +14,7 @@ from conftest import mnist_dir
 
 from vaells_jax.api import DATA_NAME
 from vaells_jax.config import config_from_json
+from vaells_jax.data import mnist
 from vaells_jax.data.synthetic import load_synthetic
 from vaells_jax.evaluation import image_report
 from vaells_jax.runs import compare
@@ -83,6 +84,7 @@ def test_grid_trains_each_cell_once_and_reuses_it(tmp_path, monkeypatch, capsys)
   result = json.loads((workdir / "grid.json").read_text())
   cells = {(c["num_ops"], c["anchors_per_class"]): c for c in result["cells"]}
   assert list(cells) == [(2, 8), (2, 3), (4, 8), (4, 3)]
+  train_digits = len(mnist.load_mnist(mnist_dir(), seed=0).x_train)
   assert result["seeds"] == [0, 1]
   for (m, a), cell in cells.items():
     assert (workdir / f"M{m}_Na{a}" / "seed1" / "summary.json").exists()
@@ -92,7 +94,7 @@ def test_grid_trains_each_cell_once_and_reuses_it(tmp_path, monkeypatch, capsys)
         "std": 0.0,
         "values": [10.0 * m + a] * 2,
       }
-    assert cell["train_digits"] == 800  # the committed 1 000 digits' split
+    assert cell["train_digits"] == train_digits  # 800 of the committed 1 000
   assert cells[2, 8]["paper"] == {"log_likelihood": -4.026e6, "mse": 0.0315}
   assert cells[4, 8]["paper"]["mse"] == 0.0232 and cells[2, 3]["paper"] is None
   rows = (workdir / "grid.md").read_text()

@@ -497,37 +497,39 @@ def _infer_exact(psi, z0, z1, l1_weight, *, max_iter, tol):
   return coeffs, objective, num_iter, converged & jnp.isfinite(objective)
 
 
-def _in_chunks(solve, init, z0, z1, l1_weight, chunk=CHUNK):
-  """``solve``, vmapped over starts, on every start ``init [R, N, M]`` of
-  every pair: ``[R, N, ...]`` results.
+def _in_chunks(solve_one, init, z0, z1, l1_weight, chunk=CHUNK):
+  """``solve_one`` (one start of one pair), vmapped over every start
+  ``init [R, N, M]`` of every pair: ``[R, N, ...]`` results.
 
-  Beyond ``chunk`` starts the batch is solved in ``lax.map`` chunks: a
-  vmapped line search runs as many trials as the worst start of its batch
-  needs, so a hard pair costs its chunk, not the whole batch
-  (``benchmarks/inference_scaling.py``, docs/benchmarks.md). The last chunk
-  is padded with copies of the last start: a zero pair's gradient is zero,
-  and jaxopt's line search then tries every step length on every iteration.
+  Beyond ``chunk`` starts the starts are flattened and solved in
+  ``lax.map`` chunks: a vmapped line search runs as many trials as the worst
+  start of its batch needs, so a hard pair costs its chunk, not the whole
+  batch (``benchmarks/inference_scaling.py``, docs/benchmarks.md). The last
+  chunk is padded with copies of the last start: a zero pair's gradient is
+  zero, and jaxopt's line search then tries every step length on every
+  iteration. Up to ``chunk`` starts, one vmap over restarts of a vmap over
+  pairs (the program ``solve_restarts_as_pairs`` reproduces bit for bit).
   """
   num_restarts, num_pairs, num_ops = init.shape
   total = num_restarts * num_pairs
+  if total <= chunk:
+    solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
+    return solve(init, z0, z1, l1_weight)
   flat = [
     init.reshape(total, num_ops),
     jnp.tile(z0, (num_restarts, 1)),
     jnp.tile(z1, (num_restarts, 1)),
     jnp.tile(l1_weight, num_restarts),
   ]
-  if total <= chunk:
-    out = solve(*flat)
-  else:
-    chunks = math.ceil(total / chunk)
-    pad = [(0, chunks * chunk - total)]
-    split = (
-      lambda a: jnp.pad(  # noqa: E731
-        a, pad + [(0, 0)] * (a.ndim - 1), mode="edge"
-      ).reshape((chunks, chunk) + a.shape[1:])
-    )
-    out = jax.lax.map(lambda args: solve(*args), [split(a) for a in flat])
-    out = [a.reshape((chunks * chunk,) + a.shape[2:])[:total] for a in out]
+  chunks = math.ceil(total / chunk)
+  pad = [(0, chunks * chunk - total)]
+  split = (
+    lambda a: jnp.pad(  # noqa: E731
+      a, pad + [(0, 0)] * (a.ndim - 1), mode="edge"
+    ).reshape((chunks, chunk) + a.shape[1:])
+  )
+  out = jax.lax.map(lambda args: jax.vmap(solve_one)(*args), [split(a) for a in flat])
+  out = [a.reshape((chunks * chunk,) + a.shape[2:])[:total] for a in out]
   return tuple(a.reshape((num_restarts, num_pairs) + a.shape[1:]) for a in out)
 
 
@@ -590,7 +592,7 @@ def _infer_flat(psi, z0, z1, l1_weight, init, *, max_iter, tol, method):
   if method == "pgd":
     coeffs, num_iter, error = _solve_pgd(init, psi, z0, z1, l1_weight, max_iter, tol)
   else:
-    coeffs, num_iter, error = _in_chunks(jax.vmap(solve_one), init, z0, z1, l1_weight)
+    coeffs, num_iter, error = _in_chunks(solve_one, init, z0, z1, l1_weight)
   # A start outside expm_small's range gave the solver no gradient to follow.
   error = jnp.where(jnp.isfinite(_data_term(init, psi, z0, z1)), error, jnp.inf)
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
