@@ -43,7 +43,10 @@ import jax  # noqa: E402
 from vaells_jax.api import TrainedVAELLS  # noqa: E402
 from vaells_jax.config import Config  # noqa: E402
 from vaells_jax.data.synthetic import make_concentric  # noqa: E402
-from vaells_jax.evaluation.synthetic_report import learned_structure  # noqa: E402
+from vaells_jax.evaluation.synthetic_report import (  # noqa: E402
+  eval_keys,
+  learned_structure,
+)
 from vaells_jax.runs.fit import FIT_POPULATION, fit  # noqa: E402
 from vaells_jax.runs.sensitivity import population_study  # noqa: E402
 
@@ -76,7 +79,7 @@ def one_fit(seed, population, num_steps, anchors_per_class, **shape) -> dict:
     )
   wall = time.perf_counter() - start
   trained = TrainedVAELLS(model.config, model.params, data)
-  key = jax.random.split(jax.random.PRNGKey(seed + 2), 3)[0]
+  key = eval_keys(seed)[0]  # the run report's prior-sample key
   return {**learned_structure(trained, key), "wall_time_s": wall}
 
 
@@ -87,7 +90,7 @@ def _seeds(text: str) -> list[int]:
   return [int(s) for s in text.split(",")]
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict | None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--seeds", default="100-109", help="e.g. 100-109 or 1,2,3")
   parser.add_argument(
@@ -145,8 +148,7 @@ def main(argv=None) -> None:
     rows = [
       r
       for r in results.values()
-      if r["population"] == k
-      and r.get("anchors_per_class", 3) == args.anchors_per_class
+      if r["population"] == k and r["anchors_per_class"] == args.anchors_per_class
     ]
     wins = sum(r["success"] for r in rows)
     times = [r["wall_time_s"] for r in rows]

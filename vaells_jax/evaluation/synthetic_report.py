@@ -244,6 +244,13 @@ def learned_structure(trained, key) -> dict:
   }
 
 
+def eval_keys(seed: int):
+  """The keys :func:`evaluate_and_report` draws prior samples, paths and the
+  log-likelihood with: ``(k_prior, k_path, k_ll)``. ``k_prior`` is the key
+  of :func:`learned_structure` that scores a run as its report does."""
+  return jax.random.split(jax.random.PRNGKey(seed + 2), 3)
+
+
 def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   """Computes the metrics of SPEC section 6, writes figures and ``summary.md``.
 
@@ -262,8 +269,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   workdir = pathlib.Path(workdir)
   data, cfg = trained.data, trained.config
   rng = np.random.default_rng(cfg.seed)
-  key = jax.random.PRNGKey(cfg.seed + 2)
-  k_prior, k_path, k_ll = jax.random.split(key, 3)
+  k_prior, k_path, k_ll = eval_keys(cfg.seed)
   rows = RowPrograms(trained)
   latents = rows.encode(data.x_test)
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()

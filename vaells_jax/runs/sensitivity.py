@@ -33,14 +33,17 @@ import json
 import pathlib
 import time
 
-import jax
 import numpy as np
 
 from vaells_jax.api import TrainedVAELLS
 from vaells_jax.config import CONFIG_NAME, SELECT_SIGNALS, Config, config_from_json
 from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import plotting
-from vaells_jax.evaluation.synthetic_report import learned_structure, operator_orbits
+from vaells_jax.evaluation.synthetic_report import (
+  eval_keys,
+  learned_structure,
+  operator_orbits,
+)
 from vaells_jax.runs.compare import _run_one
 from vaells_jax.training import loop, population
 from vaells_jax.training.guards import check_data
@@ -87,7 +90,7 @@ def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
     )
     signals_at[str(at)] = population.selection_signals(state, config, data, step)
   signals = signals_at[str(k)]
-  key = jax.random.split(jax.random.PRNGKey(config.seed + 2), 3)[0]
+  key = eval_keys(config.seed)[0]
   members = []
   for m in range(config.population):
     single = population.member(state, m)

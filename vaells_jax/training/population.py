@@ -192,7 +192,9 @@ COVERAGE_ORBIT_POINTS = 400
 COVERAGE_RADII = {"latent_coverage": 3.0, "latent_coverage_wide": 20.0}
 
 
-def latent_coverage(latents, labels, psi, seed: int = 0, radius: float = 3.0) -> float:
+def latent_coverage(
+  latents, labels, psi, seed: int = 0, radius: float = COVERAGE_RADII["latent_coverage"]
+) -> float:
   """How much of each class's encodings the dominant operator's orbits pass.
 
   From :data:`COVERAGE_STARTS` encodings of each class, the orbit
@@ -231,7 +233,7 @@ def latent_coverage(latents, labels, psi, seed: int = 0, radius: float = 3.0) ->
     )
   gaps = np.linalg.norm(latents[:, None] - latents[None], axis=-1)
   np.fill_diagonal(gaps, np.inf)
-  radius = radius * np.median(gaps.min(axis=1))
+  reach = radius * np.median(gaps.min(axis=1))
   rng = np.random.default_rng(seed)
   scores = []
   for c in np.unique(labels):
@@ -240,7 +242,7 @@ def latent_coverage(latents, labels, psi, seed: int = 0, radius: float = 3.0) ->
       with np.errstate(all="ignore"):
         orbit = flows @ points[i]  # [T, d]
         near = np.linalg.norm(points[:, None] - orbit[None], axis=-1).min(axis=1)
-      scores.append(np.mean(np.nan_to_num(near, nan=np.inf) <= radius))
+      scores.append(np.mean(np.nan_to_num(near, nan=np.inf) <= reach))
   return float(np.mean(scores))
 
 
