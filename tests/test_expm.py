@@ -1,4 +1,4 @@
-"""Tests of `vaells_jax.core.expm`: `expm_small`, `expm_batch`, `expm_action`."""
+"""Tests of `vaells_jax.core.expm`: `expm_small`, `expm_pairs`, `expm_pairs_action`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from vaells_jax import expm_small
-from vaells_jax.core.expm import MAX_SQUARINGS, expm_action, expm_batch
+from vaells_jax.core.expm import MAX_SQUARINGS, expm_pairs, expm_pairs_action
 
 NORMS = (1e-3, 1e-2, 1e-1, 1.0, 3.0, 10.0, 30.0, 100.0)
 PER_NORM = 3
@@ -193,68 +193,71 @@ def test_expm_small_nan_only_for_overflowing_batch_entries():
   np.testing.assert_array_equal(result[[0, 2]], np.stack([np.eye(2)] * 2))
 
 
+def _pairs(mats):
+  """``[P, d, d]`` -> ``[d, d, P]`` (``expm_pairs``'s layout)."""
+  return jnp.moveaxis(jnp.asarray(mats), 0, -1)
+
+
 @pytest.mark.parametrize("dim", [3, 6, 10])
-def test_expm_batch_and_action_match_scipy(dim):
+def test_expm_pairs_and_action_match_scipy(dim):
   mats = _test_matrices(dim, seed=30 + dim)
   exact = np.stack([scipy.linalg.expm(a) for a in mats])
   z = np.random.default_rng(dim).standard_normal(mats.shape[:2])
   moved = np.einsum("pij,pj->pi", exact, z)
-  # Each norm alone: the action's vectors, or past 32 sub-steps (||A||_1 =
-  # 100) the matrix.
-  groups = [slice(i, i + PER_NORM) for i in range(0, len(mats), PER_NORM)]
   with jax.enable_x64(True):
     for dtype in ("float32", "float64"):
-      a, v = jnp.asarray(mats, dtype), jnp.asarray(z, dtype)
-      batch = jax.jit(expm_batch)(a)
-      action = np.concatenate([jax.jit(expm_action)(a[g], v[g]) for g in groups])
-      assert batch.dtype == action.dtype == jnp.dtype(dtype)
-      # float32 at ||A||_1 = 100: 1e-5 to 2.5e-5 for all three functions
-      # (rounding through 8 squarings); 1e-6 and less up to ||A||_1 = 10.
+      result = jax.jit(expm_pairs)(_pairs(mats.astype(dtype)))
+      action = jax.jit(expm_pairs_action)(_pairs(mats.astype(dtype)), z.T.astype(dtype))
+      assert result.dtype == action.dtype == jnp.dtype(dtype)
+      # float32 at ||A||_1 = 100: 1e-5 to 2.5e-5 (rounding through 8
+      # squarings or 100 sub-steps); 1e-6 and less up to ||A||_1 = 10.
       tol = {"float32": 5e-5, "float64": TOLERANCE["float64"]}[dtype]
-      _assert_small(_relative_errors(batch, exact), tol)
+      _assert_small(_relative_errors(np.moveaxis(result, -1, 0), exact), tol)
       scale = np.abs(exact).max(axis=(-2, -1)) * np.abs(z).max(axis=-1)
-      _assert_small(np.abs(action - moved).max(axis=-1) / scale, tol)
+      _assert_small(np.abs(np.asarray(action).T - moved).max(axis=-1) / scale, tol)
 
 
-def test_expm_batch_and_action_are_nan_beyond_the_limit_only_where_it_is_passed():
+def test_expm_pairs_and_action_are_nan_beyond_the_limit_only_where_it_is_passed():
   a = np.zeros((4, 6, 6))
   a[1, 0, 1] = 2 * NORM_LIMIT  # nilpotent: exact expm finite, norm over
   a[2, 0, 0] = np.nan
   a[3] = np.diag(np.linspace(-1.0, 1.0, 6))
-  z = np.ones((4, 6))
-  batch = np.asarray(expm_batch(jnp.asarray(a, jnp.float32)))
-  action = np.asarray(expm_action(jnp.asarray(a, jnp.float32), jnp.asarray(z)))
-  assert np.all(np.isnan(batch[1:3])) and np.all(np.isnan(action[1:3]))
-  np.testing.assert_array_equal(batch[0], np.eye(6))
-  np.testing.assert_array_equal(action[0], z[0])
-  np.testing.assert_allclose(batch[3], np.diag(np.exp(np.linspace(-1, 1, 6))), 1e-6)
+  z = np.ones((6, 4), np.float32)
+  result = np.moveaxis(np.asarray(expm_pairs(_pairs(a.astype(np.float32)))), -1, 0)
+  action = np.asarray(expm_pairs_action(_pairs(a.astype(np.float32)), z)).T
+  assert np.all(np.isnan(result[1:3])) and np.all(np.isnan(action[1:3]))
+  np.testing.assert_array_equal(result[0], np.eye(6))
+  np.testing.assert_array_equal(action[0], z[:, 0])
+  np.testing.assert_allclose(result[3], np.diag(np.exp(np.linspace(-1, 1, 6))), 1e-6)
   np.testing.assert_allclose(action[3], np.exp(np.linspace(-1, 1, 6)), 1e-6)
 
 
-def test_expm_batch_gradient_matches_scipy_frechet():
+def test_expm_pairs_derivatives_match_scipy_frechet():
+  # Reverse mode (a loss of the exponentials) and forward mode (the JVP the
+  # per-pair-step solver takes its gradient from), against expm_frechet.
   mats = np.concatenate([np.zeros((1, 6, 6)), _test_matrices(6, seed=40)])
   weights = np.random.default_rng(5).standard_normal(mats.shape)
   with jax.enable_x64(True):
-    grad = jax.jit(jax.grad(_weighted_loss(expm_batch, weights)))(jnp.asarray(mats))
-    grad = np.asarray(grad)
-  for a, w, g in zip(mats, weights, grad, strict=True):
+    loss = _weighted_loss(expm_pairs, np.moveaxis(weights, 0, -1))
+    grad = np.moveaxis(np.asarray(jax.jit(jax.grad(loss))(_pairs(mats))), -1, 0)
+    _, jvp = jax.jit(lambda a, t: jax.jvp(expm_pairs, (a,), (t,)))(
+      _pairs(mats), _pairs(weights)
+    )
+    jvp = np.moveaxis(np.asarray(jvp), -1, 0)
+  for a, w, g, j in zip(mats, weights, grad, jvp, strict=True):
     upstream = w + scipy.linalg.expm(a)
     expected = scipy.linalg.expm_frechet(a.T, upstream, compute_expm=False)
     np.testing.assert_allclose(g, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+    expected = scipy.linalg.expm_frechet(a, w, compute_expm=False)
+    np.testing.assert_allclose(j, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
 
 
-def test_expm_batch_and_action_under_vmap():
-  # vmap batches the data-dependent loop lengths; each batch keeps its own.
+def test_expm_pairs_under_vmap():
+  # vmap batches the data-dependent number of squaring rounds; each batch
+  # keeps its own.
   mats = _test_matrices(4, seed=50).reshape(len(NORMS), PER_NORM, 4, 4)
-  z = np.random.default_rng(6).standard_normal(mats.shape[:3])
   with jax.enable_x64(True):
-    a, v = jnp.asarray(mats), jnp.asarray(z)
+    a = jnp.moveaxis(jnp.asarray(mats), 1, -1)  # [norms, d, d, P]
     np.testing.assert_allclose(
-      jax.vmap(expm_batch)(a), np.stack([expm_batch(m) for m in a]), rtol=1e-12
-    )
-    np.testing.assert_allclose(
-      jax.vmap(expm_action)(a, v),
-      np.stack([expm_action(m, u) for m, u in zip(a, v, strict=True)]),
-      rtol=1e-11,
-      atol=1e-13,
+      jax.vmap(expm_pairs)(a), np.stack([expm_pairs(m) for m in a]), rtol=1e-12
     )

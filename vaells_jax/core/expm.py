@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from vaells_jax.core.transport import check_finite
 
-__all__ = ["MAX_SQUARINGS", "expm_action", "expm_batch", "expm_small"]
+__all__ = ["MAX_SQUARINGS", "expm_pairs", "expm_pairs_action", "expm_small"]
 
 MAX_SQUARINGS = 10  # ||A||_1 up to 2^9 = 512; beyond that the result is NaN.
 _THETA = 0.5
@@ -45,13 +45,9 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 # Terms of the 2 x 2 series in delta on |delta| <= 1: remainder below
 # 1 / (2K)!, 2e-9 for K=6 and 4e-19 for K=10.
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
-# expm_action: Taylor sub-steps of 1-norm <= 1 with remainder below 1 / (K+1)!
-# (2e-9 for K=11 in float32, 8e-18 for K=18 in float64); beyond
-# _ACTION_MAX_STEPS sub-steps the matrix is as fast (benchmarks/expm_batch.py:
-# equal at ||A||_1 up to 30, d = 6).
-_ACTION_THETA = 1.0
+# expm_pairs_action: Taylor degree on sub-steps of 1-norm <= 1, remainder
+# below 1 / (K+1)!: 2e-9 for K=11 in float32, 8e-18 for K=18 in float64.
 _ACTION_DEGREE = {jnp.dtype(jnp.float32): 11, jnp.dtype(jnp.float64): 18}
-_ACTION_MAX_STEPS = 32
 
 
 def expm_small(a, *, checked: bool = False):
@@ -110,13 +106,14 @@ def _expm_taylor(a, norm):
 
 
 def _taylor(a, degree):
-  """``sum_{k <= degree} a^k / k!`` by Paterson-Stockmeyer: ``a^2, a^3, a^4``
-  and one product per further 4 degrees (4 products for degree 8, 6 for 16,
-  against ``degree - 1`` by Horner)."""
-  eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
-  a2 = a @ a
-  powers = (eye, a, a2, a2 @ a)
-  a4 = a2 @ a2
+  """``sum_{k <= degree} a^k / k!`` of ``[d, d, P]`` matrices by
+  Paterson-Stockmeyer: ``a^2, a^3, a^4`` and one product per further 4
+  degrees (4 products for degree 8, 6 for 16, against ``degree - 1`` by
+  Horner)."""
+  eye = jnp.eye(a.shape[0], dtype=a.dtype)[:, :, None]
+  a2 = _pairs_product(a, a)
+  powers = (eye, a, a2, _pairs_product(a2, a))
+  a4 = _pairs_product(a2, a2)
   coefficient = [1.0 / math.factorial(k) for k in range(degree + 1)]
   block = lambda j: sum(  # noqa: E731
     coefficient[4 * j + i] * powers[i] for i in range(4) if 4 * j + i <= degree
@@ -127,86 +124,88 @@ def _taylor(a, degree):
   else:
     result = block(top)
   for j in range(top - 1, -1, -1):
-    result = block(j) + a4 @ result
+    result = block(j) + _pairs_product(a4, result)
   return result
 
 
-def expm_batch(a):
-  """:func:`expm_small` of a batch of ``[P, d, d]`` matrices (``d > 2``),
-  with the work bounded by the batch instead of the worst case.
+def _pairs_product(a, b):
+  """``a[:, :, p] @ b[:, :, p]`` for every ``p``: ``[d, d, P]`` matrices with
+  the batch on the minor axis, as ``d`` broadcast multiply-adds, which XLA:CPU
+  fuses into one loop over contiguous pairs (a sum over a product axis, or a
+  batched ``dot``, is several times slower at ``d = 6``:
+  ``benchmarks/expm_pairs.py``)."""
+  return sum(a[:, k, None] * b[None, k] for k in range(a.shape[1]))
 
-  Each matrix is scaled and squared as in :func:`expm_small`, but the Taylor
-  polynomial takes 4 (float32) or 6 (float64) matrix products
-  (Paterson-Stockmeyer) and only as many squaring rounds run as the matrix
-  that needs the most (up to ``MAX_SQUARINGS``; each matrix is squared its
-  own number of times). Same valid range and NaN beyond it. Differentiable;
-  under ``vmap`` of a batch axis every round runs.
+
+def expm_pairs(a):
+  """:func:`expm_small` of ``[d, d, P]`` matrices, the batch on the minor
+  axis (the layout of the per-pair-step solver, :mod:`vaells_jax.core.pgd`).
+
+  Each matrix is scaled and squared as in :func:`expm_small`; the Taylor
+  polynomial takes 4 (float32) or 6 (float64) products (Paterson-Stockmeyer,
+  each product :func:`_pairs_product`), and only as many squaring rounds run
+  as the matrix that needs the most (each matrix is squared its own number
+  of times). Same valid range and NaN beyond it. Differentiable in forward
+  and reverse mode; under ``vmap`` of another axis every round runs.
 
   Args:
-    a: ``[P, d, d]`` floating matrices.
+    a: ``[d, d, P]`` floating matrices.
 
   Returns:
-    ``[P, d, d]``: their exponentials.
+    ``[d, d, P]``: their exponentials.
   """
-  norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
+  norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
   squarings = jnp.ceil(jnp.log2(jnp.maximum(norm, 1e-30) / _THETA))
   squarings = jnp.clip(squarings, 0, MAX_SQUARINGS + 1).astype(jnp.int32)
   overflow = ~(squarings <= MAX_SQUARINGS)  # NaN norms too
   squarings = jnp.where(overflow, 0, squarings)
-  scaled = a / (2.0**squarings).astype(a.dtype)[..., None, None]
+  scaled = a / (2.0**squarings).astype(a.dtype)
   result = _taylor(scaled, _DEGREE.get(a.dtype, 16))
   rounds = jnp.max(squarings)
 
   def square(i, r):
-    mask = (i < squarings)[..., None, None]
-    return jax.lax.cond(i < rounds, lambda r: jnp.where(mask, r @ r, r), lambda r: r, r)
+    return jax.lax.cond(
+      i < rounds,
+      lambda r: jnp.where(i < squarings, _pairs_product(r, r), r),
+      lambda r: r,
+      r,
+    )
 
   result = jax.lax.fori_loop(0, MAX_SQUARINGS, square, result)
-  return jnp.where(overflow[..., None, None], jnp.nan, result)
+  return jnp.where(overflow, jnp.nan, result)
 
 
-def expm_action(a, z):
-  """``expm(a) z`` for a batch, without forming ``expm(a)`` where that is
-  cheaper (as ``scipy.sparse.linalg.expm_multiply``); values only.
+def expm_pairs_action(a, z):
+  """``expm(a[:, :, p]) z[:, p]`` for ``[d, d, P]`` matrices and ``[d, P]``
+  vectors, the batch on the minor axis; values only.
 
-  Each pair takes ``s = ceil(||a||_1)`` Taylor sub-steps ``v <- sum_k (a /
-  s)^k v / k!`` on the vector (``d^2`` operations per term instead of the
-  matrix products' ``d^3``), the loop running as many sub-steps as the pair
-  that needs the most. If that is more than 32, the whole batch takes
-  :func:`expm_batch` instead. Same valid range and NaN as
-  :func:`expm_small`. The loop has a data-dependent length, so this is not
-  reverse-differentiable: gradients take :func:`expm_batch`.
+  The Taylor polynomial of ``a / s``, ``s = ceil(||a||_1)``, applied ``s``
+  times to the vector (the loop runs as many applications as the pair that
+  needs the most). Rounding grows with the number of sub-steps, and ``s`` is
+  smaller than the ``2^squarings >= 2 ||a||_1`` of :func:`expm_pairs`: the
+  per-pair-step solver's objective values come from here, and with them it
+  ends as low as the original method on more pairs
+  (``benchmarks/original_pairs.py``, docs/benchmarks.md). Same valid range as
+  :func:`expm_small`, NaN beyond it. The loop has a data-dependent length, so
+  this is not reverse-differentiable.
 
   Args:
-    a: ``[P, d, d]`` floating matrices.
-    z: ``[P, d]`` vectors.
+    a: ``[d, d, P]`` floating matrices.
+    z: ``[d, P]`` vectors.
 
   Returns:
-    ``[P, d]``: ``expm(a[p]) z[p]``.
+    ``[d, P]``.
   """
-  norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
+  norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
   valid = norm <= _THETA * 2.0**MAX_SQUARINGS  # False for NaN
-  steps = jnp.where(valid, jnp.maximum(jnp.ceil(norm / _ACTION_THETA), 1.0), 1.0)
-  most = jnp.max(steps)
-  degree = _ACTION_DEGREE.get(a.dtype, 18)
+  steps = jnp.where(valid, jnp.maximum(jnp.ceil(norm), 1.0), 1.0)
+  step = _taylor(a / steps.astype(a.dtype), _ACTION_DEGREE.get(a.dtype, 18))
 
-  def by_vectors(_):
-    b = a / steps.astype(a.dtype)[..., None, None]
+  def apply(i, v):
+    return jnp.where(i < steps, sum(step[:, j] * v[j] for j in range(len(v))), v)
 
-    def sub_step(i, v):
-      term = total = v
-      for k in range(1, degree + 1):
-        term = jnp.einsum("pij,pj->pi", b, term) / k
-        total = total + term
-      return jnp.where((i < steps)[..., None], total, v)
-
-    return jax.lax.fori_loop(0, most.astype(jnp.int32), sub_step, z)
-
-  def by_matrix(_):
-    return jnp.einsum("pij,pj->pi", expm_batch(a), z)
-
-  moved = jax.lax.cond(most <= _ACTION_MAX_STEPS, by_vectors, by_matrix, None)
-  return jnp.where(valid[..., None], moved, jnp.nan)
+  moved = jax.lax.fori_loop(0, jnp.max(steps).astype(jnp.int32), apply, z)
+  return jnp.where(valid, moved, jnp.nan)
 
 
 def _polyval(coefficients, x):

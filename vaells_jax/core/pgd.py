@@ -32,11 +32,13 @@ grad f(y))``, ``s`` in ``(2, 1, 1/2, 1/4)``, evaluated together:
 Pairs lie on the last (minor) axis of every array, so each operation is
 elementwise over contiguous pairs and vectorises; for ``d = 2`` the matrix
 exponential is the closed form of :mod:`vaells_jax.core.expm` written on the
-four entries. For ``d > 2`` values come from ``expm(A) z0`` on vectors
-(:func:`~vaells_jax.core.expm.expm_action`) and the gradient from
-:func:`~vaells_jax.core.expm.expm_batch`, whose work is bounded by the chunk
-of pairs instead of the worst case. Large batches are solved in chunks of
-:data:`CHUNK` pairs (``lax.map``) so that the working set stays in cache.
+four entries. For ``d > 2`` values come from
+:func:`~vaells_jax.core.expm.expm_pairs_action` and the gradient from one
+JVP of :func:`~vaells_jax.core.expm.expm_pairs`
+(:func:`_value_and_grad_general`), both with products elementwise over the
+pairs. Large batches are
+solved in chunks of :data:`CHUNK` pairs (``lax.map``) so that the working set
+stays in cache.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ from vaells_jax.core.expm import (
   MAX_SQUARINGS,
   _cosh_sinhc,
   cosh_sinhc_slope,
-  expm_action,
-  expm_batch,
+  expm_pairs,
+  expm_pairs_action,
 )
 
 __all__ = ["CHUNK", "solve_pgd"]
@@ -143,37 +145,41 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
 
 
 def _general_pairs(coeffs, psi, z0, z1):
-  """For any ``d``: ``M`` rows of shape ``S`` and ``z [d, P]`` as pair-major
-  ``(S, generators [n, d, d], z0 [n, d], z1 [n, d])``, ``n = prod(S)``."""
+  """For any ``d``: ``M`` rows of shape ``S`` and ``z [d, P]`` as
+  ``(S, generators [d, d, n], z0 [d, n], z1 [d, n])``, ``n = prod(S)``."""
   shape = coeffs[0].shape
   coeffs = [c.reshape(-1) for c in coeffs]
   # z [d, P] against trials [K, P]: align the pair axis, then flatten.
   expand = lambda z: z.reshape(z.shape[:1] + (1,) * (len(shape) - 1) + z.shape[1:])  # noqa: E731
   z0, z1 = (
-    jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1).T
+    jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1)
     for z in (z0, z1)
   )
   generator = sum(psi[m, :, :, None] * coeffs[m] for m in range(psi.shape[0]))
-  return shape, jnp.moveaxis(generator, -1, 0), z0, z1
+  return shape, generator, z0, z1
 
 
 def _data_general(coeffs, psi, z0, z1):
-  """``f`` of each pair for any ``d`` (:func:`expm_action`), ``[P]``."""
+  """``f`` of each pair for any ``d`` (:func:`expm_pairs_action`), ``[P]``."""
   shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
-  residual = z1 - expm_action(generator, z0)
-  return 0.5 * jnp.sum(residual**2, axis=-1).reshape(shape)
+  residual = z1 - expm_pairs_action(generator, z0)
+  return 0.5 * jnp.sum(residual**2, axis=0).reshape(shape)
 
 
-def _grad_general(coeffs, psi, z0, z1):
-  """The gradient of ``f`` for any ``d`` (through :func:`expm_batch`)."""
-
-  def data(c):
-    shape, generator, a, b = _general_pairs(c, psi, z0, z1)
-    residual = b - jnp.einsum("pij,pj->pi", expm_batch(generator), a)
-    return 0.5 * jnp.sum(residual**2, axis=-1).reshape(shape)
-
-  value, pullback = jax.vjp(data, coeffs)
-  return pullback(jnp.ones_like(value))[0]
+def _value_and_grad_general(coeffs, psi, z0, z1):
+  """``(f, grad f)`` for any ``d``. With ``r = z1 - expm(A) z0`` and ``L(A,
+  E)`` the Frechet derivative of ``expm`` (whose adjoint is ``L(A^T, .)``),
+  ``df / dc_m = -<r, L(A, psi_m) z0> = -<psi_m^T, L(A, z0 r^T)>_F``: one JVP
+  of :func:`expm_pairs` for all ``M`` operators; ``f`` and ``r`` as
+  :func:`_data_general` computes them."""
+  shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
+  residual = z1 - expm_pairs_action(generator, z0)
+  _, frechet = jax.jvp(expm_pairs, (generator,), (z0[:, None] * residual[None],))
+  grad = tuple(
+    -jnp.sum(psi[m].T[:, :, None] * frechet, axis=(0, 1)).reshape(shape)
+    for m in range(psi.shape[0])
+  )
+  return 0.5 * jnp.sum(residual**2, axis=0).reshape(shape), grad
 
 
 def _data(index, coeffs, psi, z0, z1):
@@ -186,16 +192,11 @@ def _data(index, coeffs, psi, z0, z1):
 
 
 def _value_and_grad(index, coeffs, psi, z0, z1):
-  """``(f [P], grad)`` (``M`` rows ``[P]``), stored. For ``d > 2`` the value
-  is the one the trial steps see (:func:`_data_general`), so that the step
-  test compares values of one evaluation."""
+  """``(f [P], grad)`` (``M`` rows ``[P]``), stored."""
   if psi.shape[-1] == 2:
     fn = lambda c: _data_2x2(index, c, psi, z0, z1, with_grad=True)  # noqa: E731
   else:
-
-    def fn(c):
-      return _data_general(c, psi, z0, z1), _grad_general(c, psi, z0, z1)
-
+    fn = lambda c: _value_and_grad_general(c, psi, z0, z1)  # noqa: E731
   return _materialize(index, fn, coeffs)
 
 
