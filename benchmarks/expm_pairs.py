@@ -1,5 +1,5 @@
 """The transport data term at d > 2: the generic solvers' ``expm_small``
-against the per-pair-step solver's ``expm_pairs_action`` and ``expm_pairs``
+against the per-pair-step solver's ``expm_pairs_shift`` and ``expm_pairs``
 (:mod:`vaells_jax.core.expm`, :mod:`vaells_jax.core.pgd`), in one run.
 
 For ``P`` pairs with ``M`` operators (``||psi_m||_F`` about 0.25, Gaussian

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from vaells_jax.core.transport import check_finite
 
-__all__ = ["MAX_SQUARINGS", "expm_pairs", "expm_pairs_action", "expm_small"]
+__all__ = ["MAX_SQUARINGS", "expm_pairs", "expm_pairs_shift", "expm_small"]
 
 MAX_SQUARINGS = 10  # ||A||_1 up to 2^9 = 512; beyond that the result is NaN.
 _THETA = 0.5
@@ -45,7 +45,7 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 # Terms of the 2 x 2 series in delta on |delta| <= 1: remainder below
 # 1 / (2K)!, 2e-9 for K=6 and 4e-19 for K=10.
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
-# expm_pairs_action: Taylor degree on sub-steps of 1-norm <= 1, remainder
+# expm_pairs_shift: Taylor degree on sub-steps of 1-norm <= 1, remainder
 # below 1 / (K+1)!: 2e-9 for K=11 in float32, 8e-18 for K=18 in float64.
 _ACTION_DEGREE = {jnp.dtype(jnp.float32): 11, jnp.dtype(jnp.float64): 18}
 
@@ -105,16 +105,17 @@ def _expm_taylor(a, norm):
   return result, squarings > MAX_SQUARINGS
 
 
-def _taylor(a, degree):
+def _taylor(a, degree, *, identity=True):
   """``sum_{k <= degree} a^k / k!`` of ``[d, d, P]`` matrices by
   Paterson-Stockmeyer: ``a^2, a^3, a^4`` and one product per further 4
   degrees (4 products for degree 8, 6 for 16, against ``degree - 1`` by
-  Horner)."""
+  Horner). Without ``identity``, the sum from ``k = 1``."""
   eye = jnp.eye(a.shape[0], dtype=a.dtype)[:, :, None]
   a2 = _pairs_product(a, a)
   powers = (eye, a, a2, _pairs_product(a2, a))
   a4 = _pairs_product(a2, a2)
   coefficient = [1.0 / math.factorial(k) for k in range(degree + 1)]
+  coefficient[0] = 1.0 if identity else 0.0
   block = lambda j: sum(  # noqa: E731
     coefficient[4 * j + i] * powers[i] for i in range(4) if 4 * j + i <= degree
   )
@@ -175,19 +176,21 @@ def expm_pairs(a):
   return jnp.where(overflow, jnp.nan, result)
 
 
-def expm_pairs_action(a, z):
-  """``expm(a[:, :, p]) z[:, p]`` for ``[d, d, P]`` matrices and ``[d, P]``
-  vectors, the batch on the minor axis; values only.
+def expm_pairs_shift(a, z):
+  """``(expm(a[:, :, p]) - I) z[:, p]`` for ``[d, d, P]`` matrices and
+  ``[d, P]`` vectors, the batch on the minor axis; values only.
 
-  The Taylor polynomial of ``a / s``, ``s = ceil(||a||_1)``, applied ``s``
-  times to the vector (the loop runs as many applications as the pair that
-  needs the most). Rounding grows with the number of sub-steps, and ``s`` is
-  smaller than the ``2^squarings >= 2 ||a||_1`` of :func:`expm_pairs`: the
-  per-pair-step solver's objective values come from here, and with them it
-  ends as low as the original method on more pairs
-  (``benchmarks/original_pairs.py``, docs/benchmarks.md). Same valid range as
-  :func:`expm_small`, NaN beyond it. The loop has a data-dependent length, so
-  this is not reverse-differentiable.
+  ``s = ceil(||a||_1)`` sub-steps on the vector, each ``w <- w + T (z + w)``
+  with ``T`` the Taylor polynomial of ``expm(a / s) - I`` (the loop runs as
+  many sub-steps as the pair that needs the most). Rounding is relative to
+  the shift ``w``, not to ``z``, and grows with the number of sub-steps,
+  which is smaller than the ``2^squarings >= 2 ||a||_1`` of
+  :func:`expm_pairs`: the per-pair-step solver's residual ``(z1 - z0) - w``
+  keeps the digits that ``z1 - expm(a) z0`` loses when ``a`` is small, and
+  with them the solver ends as low as the original method on more pairs
+  (docs/benchmarks.md, "Latent dimension above 2"). Same valid range as
+  :func:`expm_small`, NaN beyond it. The loop has a data-dependent length,
+  so this is not reverse-differentiable.
 
   Args:
     a: ``[d, d, P]`` floating matrices.
@@ -199,13 +202,17 @@ def expm_pairs_action(a, z):
   norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
   valid = norm <= _THETA * 2.0**MAX_SQUARINGS  # False for NaN
   steps = jnp.where(valid, jnp.maximum(jnp.ceil(norm), 1.0), 1.0)
-  step = _taylor(a / steps.astype(a.dtype), _ACTION_DEGREE.get(a.dtype, 18))
+  degree = _ACTION_DEGREE.get(a.dtype, 18)
+  step = _taylor(a / steps.astype(a.dtype), degree, identity=False)
 
-  def apply(i, v):
-    return jnp.where(i < steps, sum(step[:, j] * v[j] for j in range(len(v))), v)
+  def sub_step(i, w):
+    v = z + w
+    return jnp.where(i < steps, w + sum(step[:, j] * v[j] for j in range(len(v))), w)
 
-  moved = jax.lax.fori_loop(0, jnp.max(steps).astype(jnp.int32), apply, z)
-  return jnp.where(valid, moved, jnp.nan)
+  shift = jax.lax.fori_loop(
+    0, jnp.max(steps).astype(jnp.int32), sub_step, jnp.zeros_like(z)
+  )
+  return jnp.where(valid, shift, jnp.nan)
 
 
 def _polyval(coefficients, x):

@@ -33,7 +33,7 @@ Pairs lie on the last (minor) axis of every array, so each operation is
 elementwise over contiguous pairs and vectorises; for ``d = 2`` the matrix
 exponential is the closed form of :mod:`vaells_jax.core.expm` written on the
 four entries. For ``d > 2`` values come from
-:func:`~vaells_jax.core.expm.expm_pairs_action` and the gradient from one
+:func:`~vaells_jax.core.expm.expm_pairs_shift` and the gradient from one
 JVP of :func:`~vaells_jax.core.expm.expm_pairs`
 (:func:`_value_and_grad_general`), both with products elementwise over the
 pairs. Large batches are
@@ -54,7 +54,7 @@ from vaells_jax.core.expm import (
   _cosh_sinhc,
   cosh_sinhc_slope,
   expm_pairs,
-  expm_pairs_action,
+  expm_pairs_shift,
 )
 
 __all__ = ["CHUNK", "solve_pgd"]
@@ -160,9 +160,9 @@ def _general_pairs(coeffs, psi, z0, z1):
 
 
 def _data_general(coeffs, psi, z0, z1):
-  """``f`` of each pair for any ``d`` (:func:`expm_pairs_action`), ``[P]``."""
+  """``f`` of each pair for any ``d`` (:func:`expm_pairs_shift`), ``[P]``."""
   shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
-  residual = z1 - expm_pairs_action(generator, z0)
+  residual = (z1 - z0) - expm_pairs_shift(generator, z0)
   return 0.5 * jnp.sum(residual**2, axis=0).reshape(shape)
 
 
@@ -173,7 +173,7 @@ def _value_and_grad_general(coeffs, psi, z0, z1):
   of :func:`expm_pairs` for all ``M`` operators; ``f`` and ``r`` as
   :func:`_data_general` computes them."""
   shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
-  residual = z1 - expm_pairs_action(generator, z0)
+  residual = (z1 - z0) - expm_pairs_shift(generator, z0)
   _, frechet = jax.jvp(expm_pairs, (generator,), (z0[:, None] * residual[None],))
   grad = tuple(
     -jnp.sum(psi[m].T[:, :, None] * frechet, axis=(0, 1)).reshape(shape)
