@@ -159,9 +159,11 @@ def test_chunks_give_the_same_results():
     l1 = jnp.full(50, 1e-5)
     whole = pgd.solve_pgd(init, psi, z0, z1, l1, max_iter=30, tol=1e-12)
     chunked = pgd.solve_pgd(init, psi, z0, z1, l1, max_iter=30, tol=1e-12, chunk=16)
-  for a, b in zip(whole, chunked, strict=True):
+  for a, b, rtol in zip(whole, chunked, (1e-9, 0, 1e-6), strict=True):
+    # The last output, the mapping norm ||x+ - y|| / t, is a difference of
+    # nearby iterates: its rounding is relative to them, not to itself.
     assert a.shape == b.shape
-    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12)
 
 
 def test_iterations_and_convergence_flags(rotation_psi):

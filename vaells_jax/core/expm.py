@@ -239,6 +239,18 @@ def _cosh_sinhc(delta):
   return cosh, sinhc
 
 
+def cosh_minus_one(delta, cosh):
+  """``C(delta) - 1`` without cancellation: the series ``sum_{k >= 1}
+  delta^k / (2k)!`` for ``|delta| <= 1``, else ``cosh - 1`` (``cosh`` is
+  ``C(delta)``; there ``|C - 1| >= 0.46``, except near the zeros of ``1 -
+  cos``)."""
+  terms = _SERIES_TERMS.get(delta.dtype, 10)
+  series = delta * _polyval(
+    [1.0 / math.factorial(2 * j + 2) for j in range(terms)], delta
+  )
+  return jnp.where(jnp.abs(delta) <= 1.0, series, cosh - 1.0)
+
+
 def cosh_sinhc_slope(delta):
   """``(C, S, S')`` of the 2 x 2 closed form: ``C(delta)``, ``S(delta)`` and
   ``S' = (C - S) / (2 delta)``, a series near 0 (``C' = S / 2``)."""

@@ -52,6 +52,7 @@ import jax.numpy as jnp
 from vaells_jax.core.expm import (
   MAX_SQUARINGS,
   _cosh_sinhc,
+  cosh_minus_one,
   cosh_sinhc_slope,
   expm_pairs,
   expm_pairs_shift,
@@ -100,7 +101,8 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
   """``f`` of each pair for ``d = 2`` and, with ``with_grad``, its gradient.
 
   With ``A = mu I + B``, ``B = [[h, a01], [a10, -h]]``, ``delta = h^2 + a01
-  a10``: ``w = expm(A) z0 = e^mu (C(delta) z0 + S(delta) B z0)``. The
+  a10``: ``w = expm(A) z0 = e^mu (C(delta) z0 + S(delta) B z0)``, the
+  residual ``w - z1`` computed as ``(w - z0) - (z1 - z0)``. The
   gradient is the chain rule through ``mu, h, a01, a10`` (each linear in
   ``c``), written out so that it costs a few dozen elementwise operations.
 
@@ -112,16 +114,21 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
 
   def transcendental(mu, delta):
     functions = cosh_sinhc_slope(delta) if with_grad else _cosh_sinhc(delta)
-    return (jnp.exp(mu),) + tuple(functions)
+    return (jnp.expm1(mu), cosh_minus_one(delta, functions[0])) + tuple(functions)
 
-  scale, cosh, sinhc, *slope = _materialize(
+  scale_m1, cosh_m1, cosh, sinhc, *slope = _materialize(
     index, transcendental, mu, h * h + a01 * a10
   )
+  scale = 1.0 + scale_m1
   v0 = h * z0[0] + a01 * z0[1]  # B z0
   v1 = a10 * z0[0] - h * z0[1]
-  w0 = scale * (cosh * z0[0] + sinhc * v0)
-  w1 = scale * (cosh * z0[1] + sinhc * v1)
-  g0, g1 = w0 - z1[0], w1 - z1[1]  # df / dw
+  # The shift w - z0 = (e^mu C - 1) z0 + e^mu S B z0, with e^mu C - 1 =
+  # (e^mu - 1) C + (C - 1): rounding relative to the shift, not to z0.
+  shift = scale_m1 * cosh + cosh_m1
+  s0 = shift * z0[0] + scale * sinhc * v0
+  s1 = shift * z0[1] + scale * sinhc * v1
+  w0, w1 = z0[0] + s0, z0[1] + s1
+  g0, g1 = s0 - (z1[0] - z0[0]), s1 - (z1[1] - z0[1])  # df / dw
   value = 0.5 * (g0 * g0 + g1 * g1)
   # The NaN beyond expm_small's range, as the other solvers see it.
   a00, a11 = mu + h, mu - h
