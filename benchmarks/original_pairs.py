@@ -204,6 +204,9 @@ def main(argv=None) -> list[dict]:
     "--inference-method", default=None, help="config.inference_method of ours"
   )
   parser.add_argument(
+    "--max-iter", type=int, default=None, help="config.inference_max_iter of ours"
+  )
+  parser.add_argument(
     "--state", default=None, metavar="WORKDIR", help="MNIST: a run's checkpoint"
   )
   args = parser.parse_args(argv)
@@ -216,6 +219,8 @@ def main(argv=None) -> list[dict]:
   overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
   if args.inference_method:
     overrides["inference_method"] = args.inference_method
+  if args.max_iter:
+    overrides["inference_max_iter"] = args.max_iter
   names = args.experiments.split(",")
   rows = [
     run_experiment(

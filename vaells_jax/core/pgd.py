@@ -36,9 +36,10 @@ four entries. For ``d > 2`` values come from
 :func:`~vaells_jax.core.expm.expm_pairs_shift` and the gradient from one
 JVP of :func:`~vaells_jax.core.expm.expm_pairs`
 (:func:`_value_and_grad_general`), both with products elementwise over the
-pairs. Large batches are
-solved in chunks of :data:`CHUNK` pairs (``lax.map``) so that the working set
-stays in cache.
+pairs. Either way the residual is ``(expm(A) - I) z0 - (z1 - z0)``, so its
+rounding is relative to the shift, not to ``z0``. Large batches are solved
+in chunks of :data:`CHUNK` pairs (``lax.map``) so that the working set stays
+in cache.
 """
 
 from __future__ import annotations
