@@ -47,7 +47,7 @@ def get_config(budget: str = "paper") -> Config:
     # Four operators on 6-D codes: the per-pair-step solver (vaells_jax.core.pgd).
     # At the paper's 100 iterations its step is 216x the original method's
     # (fista: 10x) and on a trained state's pairs 111x (fista: 3x), ending as
-    # low as the original on more prior pairs (docs/benchmarks.md, "Whole
+    # low as the original on more pairs (docs/benchmarks.md, "Whole
     # training steps"); at the CPU budget, seed 0, it trained to the same MSE
     # and class consistency as fista with a higher log-likelihood
     # (docs/experiments.md, "MNIST experiments").
