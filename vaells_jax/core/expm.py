@@ -47,7 +47,7 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
 # expm_pairs_shift: Taylor degree on sub-steps of 1-norm <= 1, remainder
 # below 1 / (K+1)!: 2e-9 for K=11 in float32, 8e-18 for K=18 in float64.
-_ACTION_DEGREE = {jnp.dtype(jnp.float32): 11, jnp.dtype(jnp.float64): 18}
+_SHIFT_DEGREE = {jnp.dtype(jnp.float32): 11, jnp.dtype(jnp.float64): 18}
 
 
 def expm_small(a, *, checked: bool = False):
@@ -202,7 +202,7 @@ def expm_pairs_shift(a, z):
   norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
   valid = norm <= _THETA * 2.0**MAX_SQUARINGS  # False for NaN
   steps = jnp.where(valid, jnp.maximum(jnp.ceil(norm), 1.0), 1.0)
-  degree = _ACTION_DEGREE.get(a.dtype, 18)
+  degree = _SHIFT_DEGREE.get(a.dtype, 18)
   step = _taylor(a / steps.astype(a.dtype), degree, identity=False)
 
   def sub_step(i, w):

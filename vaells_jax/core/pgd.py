@@ -92,7 +92,9 @@ def _materialize(index, fn, *args):
 
 
 def _combine(weights, coeffs):
-  """``sum_m weights[m] coeffs[m]``: ``[M]`` scalars, ``M`` rows ``[P]``."""
+  """``sum_m weights[m] coeffs[m]``: ``weights [M, ...]`` against ``M`` rows
+  ``[P]`` (``[M]`` scalars, or operators ``[M, d, d, 1]`` for ``[d, d, P]``
+  generators)."""
   return sum(weights[m] * coeffs[m] for m in range(weights.shape[0]))
 
 
@@ -171,15 +173,19 @@ def _general_pairs(coeffs, psi, z0, z1):
     jnp.broadcast_to(expand(z), z.shape[:1] + shape).reshape(len(z), -1)
     for z in (z0, z1)
   )
-  generator = sum(psi[m, :, :, None] * coeffs[m] for m in range(psi.shape[0]))
-  return shape, generator, z0, z1
+  return shape, _combine(psi[..., None], coeffs), z0, z1
+
+
+def _residual_general(generator, z0, z1):
+  """``z1 - expm(A) z0`` as ``(z1 - z0) - (expm(A) - I) z0``
+  (:func:`expm_pairs_shift`): ``[d, d, n]``, ``[d, n]`` -> ``[d, n]``."""
+  return (z1 - z0) - expm_pairs_shift(generator, z0)
 
 
 def _data_general(coeffs, psi, z0, z1):
-  """``f`` of each pair for any ``d`` (:func:`expm_pairs_shift`), ``[P]``."""
+  """``f`` of each pair for any ``d``, ``[P]``."""
   shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
-  residual = (z1 - z0) - expm_pairs_shift(generator, z0)
-  return 0.5 * jnp.sum(residual**2, axis=0).reshape(shape)
+  return 0.5 * jnp.sum(_residual_general(generator, z0, z1) ** 2, axis=0).reshape(shape)
 
 
 def _value_and_grad_general(coeffs, psi, z0, z1):
@@ -189,7 +195,7 @@ def _value_and_grad_general(coeffs, psi, z0, z1):
   of :func:`expm_pairs` for all ``M`` operators; ``f`` and ``r`` as
   :func:`_data_general` computes them."""
   shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
-  residual = (z1 - z0) - expm_pairs_shift(generator, z0)
+  residual = _residual_general(generator, z0, z1)
   _, frechet = jax.jvp(expm_pairs, (generator,), (z0[:, None] * residual[None],))
   grad = tuple(
     -jnp.sum(psi[m].T[:, :, None] * frechet, axis=(0, 1)).reshape(shape)
@@ -406,20 +412,18 @@ def _polish(coeffs, psi, z0, z1, l1):
   :func:`expm_pairs`); a coefficient that would cross zero stops there; a
   step is taken where ``F`` falls (``lambda / 3``), else ``lambda * 2``."""
   num_ops = psi.shape[0]
-
-  def generator(c):
-    return sum(psi[m, :, :, None] * c[m] for m in range(num_ops))
+  operators = psi[..., None]  # [M, d, d, 1]
 
   def objective(c):
-    residual = (z1 - z0) - expm_pairs_shift(generator(c), z0)
+    residual = _residual_general(_combine(operators, c), z0, z1)
     value = 0.5 * jnp.sum(residual**2, axis=0) + l1 * jnp.sum(jnp.abs(c), axis=0)
     return value, residual
 
   def body(_, carry):
     c, value, residual, damping = carry
-    a = generator(c)
+    a = _combine(operators, c)
     frechet = jax.vmap(lambda t: jax.jvp(expm_pairs, (a,), (t,))[1])(
-      jnp.broadcast_to(psi[..., None], (num_ops,) + a.shape)
+      jnp.broadcast_to(operators, (num_ops,) + a.shape)
     )
     jac = jnp.sum(frechet * z0[None, None], axis=2)  # [M, d, P]
     gram = jnp.einsum("mip,nip->pmn", jac, jac)
