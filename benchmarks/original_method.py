@@ -155,14 +155,20 @@ def step_batch(config, data, step: int):
 
 
 def trained_state(config, data, model, steps: int):
-  """The state after ``steps`` steps of the library's training step."""
-  state = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
-  step_fn = train.make_train_step(model)
-  for step in range(steps):
-    state, _ = step_fn(state, *step_batch(config, data, step))
-  return jax.block_until_ready(state)
+  """The state after ``steps`` steps of the library's training step.
+
+  Trained on the CPU backend whatever the default device (a GPU's launch-bound
+  synthetic steps would make this the longest part of a benchmark, and every
+  device then times the same state), then placed on the default device.
+  """
+  with jax.default_device(jax.devices("cpu")[0]):
+    state = train.init_state(
+      jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
+    )
+    step_fn = train.make_train_step(model)
+    for step in range(steps):
+      state, _ = step_fn(state, *step_batch(config, data, step))
+  return jax.device_put(jax.block_until_ready(state), jax.devices()[0])
 
 
 def capture_step_pairs(model, state, batch, key) -> dict:
