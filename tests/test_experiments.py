@@ -180,6 +180,12 @@ def test_train_step_benchmark_quick_mode():
     row["estimated_training_s"]["vaells_jax"], 4000 * row["vaells_jax"]["min_s"]
   )
 
+  # --original-for names the experiments whose original step is timed.
+  (alone,) = train_step.main(
+    ["--quick", "--experiments=concentric", "--original-for=none"]
+  )
+  assert alone["vaells_jax"]["min_s"] > 0 and np.isnan(alone["original"]["min_s"])
+
 
 def test_original_pairs_benchmark_quick_mode():
   sys.path.insert(0, str(ROOT / "benchmarks"))
