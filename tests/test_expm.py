@@ -212,7 +212,7 @@ def test_expm_pairs_and_shift_match_scipy(dim):
       )
       assert result.dtype == computed.dtype == jnp.dtype(dtype)
       # float32 at ||A||_1 = 100: 1e-5 to 2.5e-5 (rounding through 8
-      # squarings or 100 sub-steps); 1e-6 and less up to ||A||_1 = 10.
+      # squarings); 1e-6 and less up to ||A||_1 = 10.
       tol = {"float32": 5e-5, "float64": TOLERANCE["float64"]}[dtype]
       _assert_small(_relative_errors(np.moveaxis(result, -1, 0), exact), tol)
       # Relative to the shift, not to z: at ||A||_1 = 1e-3 the shift is

@@ -45,9 +45,6 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 # Terms of the 2 x 2 series in delta on |delta| <= 1: remainder below
 # 1 / (2K)!, 2e-9 for K=6 and 4e-19 for K=10.
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
-# expm_pairs_shift: Taylor degree on sub-steps of 1-norm <= 1, remainder
-# below 1 / (K+1)!: 2e-9 for K=11 in float32, 8e-18 for K=18 in float64.
-_SHIFT_DEGREE = {jnp.dtype(jnp.float32): 11, jnp.dtype(jnp.float64): 18}
 
 
 def expm_small(a, *, checked: bool = False):
@@ -138,16 +135,43 @@ def _pairs_product(a, b):
   return sum(a[:, k, None] * b[None, k] for k in range(a.shape[1]))
 
 
+def _expm_minus_identity_pairs(a):
+  """``(expm(a) - I, overflow)`` of ``[d, d, P]`` matrices: ``W = T(a / 2^s)``,
+  ``T`` the Taylor polynomial without its constant term, then ``s`` rounds
+  of ``W <- W W + 2 W`` (``(I + W)^2 - I``), so rounding stays relative to
+  ``expm(a) - I`` however small it is. Only as many rounds run as the matrix
+  that needs the most (each matrix is squared its own number of times)."""
+  norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
+  squarings = jnp.ceil(jnp.log2(jnp.maximum(norm, 1e-30) / _THETA))
+  squarings = jnp.clip(squarings, 0, MAX_SQUARINGS + 1).astype(jnp.int32)
+  overflow = ~(squarings <= MAX_SQUARINGS)  # NaN norms too
+  squarings = jnp.where(overflow, 0, squarings)
+  scaled = a / (2.0**squarings).astype(a.dtype)
+  result = _taylor(scaled, _DEGREE.get(a.dtype, 16), identity=False)
+  rounds = jnp.max(squarings)
+
+  def square(i, w):
+    return jax.lax.cond(
+      i < rounds,
+      lambda w: jnp.where(i < squarings, _pairs_product(w, w) + 2 * w, w),
+      lambda w: w,
+      w,
+    )
+
+  return jax.lax.fori_loop(0, MAX_SQUARINGS, square, result), overflow
+
+
 def expm_pairs(a):
   """:func:`expm_small` of ``[d, d, P]`` matrices, the batch on the minor
   axis (the layout of the per-pair-step solver, :mod:`vaells_jax.core.pgd`).
 
-  Each matrix is scaled and squared as in :func:`expm_small`; the Taylor
+  Each matrix is scaled and squared as in :func:`expm_small`, in the form
+  ``expm(a) - I`` (:func:`_expm_minus_identity_pairs`); the Taylor
   polynomial takes 4 (float32) or 6 (float64) products (Paterson-Stockmeyer,
-  each product :func:`_pairs_product`), and only as many squaring rounds run
-  as the matrix that needs the most (each matrix is squared its own number
-  of times). Same valid range and NaN beyond it. Differentiable in forward
-  and reverse mode; under ``vmap`` of another axis every round runs.
+  each product :func:`_pairs_product`). At most ``MAX_SQUARINGS`` rounds of
+  a fixed-length loop, whatever the norm. Same valid range and NaN beyond
+  it. Differentiable in forward and reverse mode; under ``vmap`` of another
+  axis every round runs.
 
   Args:
     a: ``[d, d, P]`` floating matrices.
@@ -155,42 +179,21 @@ def expm_pairs(a):
   Returns:
     ``[d, d, P]``: their exponentials.
   """
-  norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
-  squarings = jnp.ceil(jnp.log2(jnp.maximum(norm, 1e-30) / _THETA))
-  squarings = jnp.clip(squarings, 0, MAX_SQUARINGS + 1).astype(jnp.int32)
-  overflow = ~(squarings <= MAX_SQUARINGS)  # NaN norms too
-  squarings = jnp.where(overflow, 0, squarings)
-  scaled = a / (2.0**squarings).astype(a.dtype)
-  result = _taylor(scaled, _DEGREE.get(a.dtype, 16))
-  rounds = jnp.max(squarings)
-
-  def square(i, r):
-    return jax.lax.cond(
-      i < rounds,
-      lambda r: jnp.where(i < squarings, _pairs_product(r, r), r),
-      lambda r: r,
-      r,
-    )
-
-  result = jax.lax.fori_loop(0, MAX_SQUARINGS, square, result)
+  result, overflow = _expm_minus_identity_pairs(a)
+  result = result + jnp.eye(a.shape[0], dtype=a.dtype)[:, :, None]
   return jnp.where(overflow, jnp.nan, result)
 
 
 def expm_pairs_shift(a, z):
   """``(expm(a[:, :, p]) - I) z[:, p]`` for ``[d, d, P]`` matrices and
-  ``[d, P]`` vectors, the batch on the minor axis; values only.
+  ``[d, P]`` vectors, the batch on the minor axis.
 
-  ``s = ceil(||a||_1)`` sub-steps on the vector, each ``w <- w + T (z + w)``
-  with ``T`` the Taylor polynomial of ``expm(a / s) - I`` (the loop runs as
-  many sub-steps as the pair that needs the most). Rounding is relative to
-  the shift ``w``, not to ``z``, and grows with the number of sub-steps,
-  which is smaller than the ``2^squarings >= 2 ||a||_1`` of
-  :func:`expm_pairs`: the per-pair-step solver's residual ``(z1 - z0) - w``
-  keeps the digits that ``z1 - expm(a) z0`` loses when ``a`` is small, and
-  with them the solver ends as low as the original method on more pairs
-  (docs/benchmarks.md, "Latent dimension above 2"). Same valid range as
-  :func:`expm_small`, NaN beyond it. The loop has a data-dependent length,
-  so this is not reverse-differentiable.
+  ``expm(a) - I`` as in :func:`expm_pairs`, without adding ``I``: rounding is
+  relative to the shift, not to ``z``, so the per-pair-step solver's residual
+  ``(z1 - z0) - shift`` keeps the digits that ``z1 - expm(a) z0`` loses when
+  ``a`` is small, and with them the solver ends as low as the original
+  method on more pairs (docs/benchmarks.md, "Latent dimension above 2").
+  Same valid range as :func:`expm_small`, NaN beyond it.
 
   Args:
     a: ``[d, d, P]`` floating matrices.
@@ -199,20 +202,9 @@ def expm_pairs_shift(a, z):
   Returns:
     ``[d, P]``.
   """
-  norm = jnp.max(jnp.sum(jnp.abs(a), axis=0), axis=0)
-  valid = norm <= _THETA * 2.0**MAX_SQUARINGS  # False for NaN
-  steps = jnp.where(valid, jnp.maximum(jnp.ceil(norm), 1.0), 1.0)
-  degree = _SHIFT_DEGREE.get(a.dtype, 18)
-  step = _taylor(a / steps.astype(a.dtype), degree, identity=False)
-
-  def sub_step(i, w):
-    v = z + w
-    return jnp.where(i < steps, w + sum(step[:, j] * v[j] for j in range(len(v))), w)
-
-  shift = jax.lax.fori_loop(
-    0, jnp.max(steps).astype(jnp.int32), sub_step, jnp.zeros_like(z)
-  )
-  return jnp.where(valid, shift, jnp.nan)
+  result, overflow = _expm_minus_identity_pairs(a)
+  shift = sum(result[:, j] * z[j] for j in range(z.shape[0]))
+  return jnp.where(overflow, jnp.nan, shift)
 
 
 def _polyval(coefficients, x):
