@@ -240,3 +240,25 @@ def test_exact_inference_benchmark_quick_mode():
       # The global solver ends as low as every other (float64 evaluation of
       # every solver's float32 coefficients; float32 rounding moves it ~1e-11).
       assert r["max_excess"] < 1e-9
+
+
+def test_operator_drift_benchmark(concentric_run, tmp_path):
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import operator_drift
+
+  single = tmp_path / "single"
+  result = _run(
+    "--exp=concentric",
+    f"--workdir={single}",
+    "--config.population=1",
+    "--config.num_steps=6",
+    "--config.hidden=(32,)",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  (row,) = operator_drift.main([str(single)])
+  assert row["step"] == 6 and row["cosine"].shape == row["norm_end"].shape == (4,)
+  # Six steps move the operators a little from the draw the seed makes.
+  assert np.all(row["norm_start"] > 0) and np.all(row["cosine"] > 0.9)
+  assert np.all(row["relative_change"] < 0.5)
+  with pytest.raises(ValueError, match="population"):
+    operator_drift.operator_drift(concentric_run[0])

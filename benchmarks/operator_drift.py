@@ -1,0 +1,78 @@
+"""How far a run's transport operators moved from their initial draw.
+
+For each operator ``Psi_m`` of a run's latest checkpoint, against the same
+operator in the run's initial state (rebuilt from its ``config.json``: the
+same seed draws the same ``Psi``): the Frobenius norms at the start and end,
+the cosine between the two, and ``||Psi_end - Psi_start|| / ||Psi_start||``.
+A cosine near 1 with a small relative change means training left the
+operator near its random draw, whatever its measured reach. Single runs
+only (a population's members draw their own operators).
+
+Usage::
+
+    python benchmarks/operator_drift.py RUN [RUN ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+import jax
+import numpy as np
+
+from vaells_jax.api import DATA_NAME
+from vaells_jax.config import CONFIG_NAME, config_from_json
+from vaells_jax.data.synthetic import load_synthetic
+from vaells_jax.training import step as train
+from vaells_jax.training.checkpoint import restore_checkpoint
+from vaells_jax.training.guards import run_identity
+
+
+def operator_drift(run_dir) -> dict:
+  """Per operator: start and end norms, cosine, relative change."""
+  run_dir = pathlib.Path(run_dir)
+  config = config_from_json(run_dir / CONFIG_NAME)
+  if config.population > 1:
+    raise ValueError(
+      f"{run_dir}: a population run; its members draw their own operators, "
+      "so the seed's initial state is not theirs (single runs only)"
+    )
+  data = load_synthetic(run_dir / DATA_NAME)
+  start = train.init_state(
+    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
+  )
+  end = restore_checkpoint(run_dir, start, identity=run_identity(config, data))
+  a = np.asarray(start.params["psi"], np.float64).reshape(config.num_ops, -1)
+  b = np.asarray(end.params["psi"], np.float64).reshape(config.num_ops, -1)
+  norm_a, norm_b = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+  return {
+    "step": int(end.step),
+    "norm_start": norm_a,
+    "norm_end": norm_b,
+    "cosine": (a * b).sum(axis=1) / (norm_a * norm_b),
+    "relative_change": np.linalg.norm(b - a, axis=1) / norm_a,
+  }
+
+
+def main(argv=None) -> list[dict]:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("runs", nargs="+", help="workdirs of runs with a checkpoint")
+  args = parser.parse_args(argv)
+  rows = []
+  print("| run | step | operator | norm start / end | cosine | relative change |")
+  print("|---|---|---|---|---|---|")
+  for run in args.runs:
+    row = operator_drift(run)
+    rows.append(row)
+    for m in range(len(row["cosine"])):
+      print(
+        f"| {run} | {row['step']} | {m} | {row['norm_start'][m]:.4f} / "
+        f"{row['norm_end'][m]:.4f} | {row['cosine'][m]:.4f} "
+        f"| {row['relative_change'][m]:.3f} |"
+      )
+  return rows
+
+
+if __name__ == "__main__":
+  main()
