@@ -242,7 +242,7 @@ def test_exact_inference_benchmark_quick_mode():
       assert r["max_excess"] < 1e-9
 
 
-def test_operator_drift_benchmark(concentric_run, tmp_path):
+def test_operator_benchmarks(concentric_run, tmp_path):
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import operator_drift
 
@@ -262,3 +262,53 @@ def test_operator_drift_benchmark(concentric_run, tmp_path):
   assert np.all(row["relative_change"] < 0.5)
   with pytest.raises(ValueError, match="population"):
     operator_drift.operator_drift(concentric_run[0])
+  # The release comparison's statistics of the same run of ours.
+  import original_release
+
+  ours = original_release.ours(single)
+  np.testing.assert_allclose(ours["norms"], row["norm_end"], rtol=1e-5)
+  assert ours["steps"] == 6 and ours["accepted"] + ours["rejected"] == 6
+  assert ours["prior_l1"].shape == (3,) and np.all(np.diff(ours["prior_l1"]) >= 0)
+
+
+def test_original_release_reads_the_authors_files(tmp_path):
+  """Operators in column-major order, Psi steps read off the rate, |c|_1."""
+  from scipy.io import savemat
+
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import original_release as release
+
+  rotation = np.array([[0.0, -2.0], [2.0, 0.0]])
+  scaling = np.diag([3.0, 4.0])
+  # lr: accepted, rejected, a network step, then (late decay) accepted,
+  # rejected; the file was saved before the last two steps.
+  lr = 1e-3 * np.cumprod([1, 1 / 0.99, 0.99, 1, 0.9992, 0.99 * 0.9992])
+  for name, d in release.RELEASED.items():
+    folder = tmp_path / "pretrained_models" / name
+    folder.mkdir(parents=True)
+    psi = np.zeros((d, d, 2))
+    psi[:2, :2, 0], psi[:2, :2, 1] = rotation, scaling + rotation.T
+    savemat(
+      folder / release.FILE,
+      {
+        "Psi_new": np.stack([psi[..., m].reshape(-1, order="F") for m in range(2)], 1),
+        "lr_save": np.concatenate([lr, [0.0, 0.0]])[None],
+        "c_est_mu": np.array([[1.0, -2.0], [0.0, 0.5]]),
+        "c_est_batch": np.array([[[3.0, -4.0]], [[0.0, 1.0]]]),
+        "z_scale_np": np.array([[3.0, 4.0] + [0.0] * (d - 2)] * 2),
+      },
+    )
+  rows = release.main([str(tmp_path)])
+  assert len(rows) == len(release.RELEASED)
+  row = rows[0]
+  np.testing.assert_allclose(row["norms"], [np.sqrt(8), np.sqrt(8 + 25)])
+  np.testing.assert_allclose(row["symmetric_share"], [0.0, 5 / np.sqrt(33)])
+  assert (row["steps"], row["accepted"], row["rejected"]) == (6, 2, 2)
+  assert row["rate_start"] == 1e-3 and row["rate_max"] == pytest.approx(1e-3 / 0.99)
+  np.testing.assert_allclose(
+    row["posterior_l1"], [1.75, np.quantile([3, 0.5], 0.95), 3]
+  )
+  np.testing.assert_allclose(row["prior_l1"][[0, 2]], [4, 7])
+  assert row["z_norm"] == 5.0
+  with pytest.raises(SystemExit, match="NAME=WORKDIR"):
+    release.main([str(tmp_path), "--run", "nat_mnist=somewhere"])
