@@ -197,6 +197,7 @@ def test_original_pairs_benchmark_quick_mode():
   assert row["original_pair_solves"] == row["our_pair_solves"] == 36
   assert row["posterior"]["pairs"] == 4 and row["prior"]["pairs"] == 16
   assert 0 <= row["prior"]["as_good_fraction"] <= 1
+  assert row["original_again"]["prior"]["pairs"] == 16
   assert row["step_s"]["original"][0] > row["step_s"]["vaells_jax"][0] > 0
 
 
