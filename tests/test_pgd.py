@@ -253,3 +253,22 @@ def test_diverged_starts_fall_back_to_identity(rotation_psi):
   )
   np.testing.assert_array_equal(result.coeffs, 0.0)
   assert not np.any(result.converged)
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_map_chunks_is_the_whole_call(axis):
+  """Chunked along either axis, padding included, the outputs are the whole
+  call's: entries of any count, outputs of several ranks."""
+  rng = np.random.default_rng(0)
+  a = jnp.asarray(rng.normal(size=(3, 37) if axis == -1 else (37, 3)))
+  b = jnp.asarray(rng.normal(size=37))
+  other = 0 if axis == -1 else 1
+
+  def fn(a, b):
+    return jnp.sum(a, axis=other) * b, a * b[None] if axis == -1 else a * b[:, None]
+
+  for mode in ("constant", "edge"):
+    whole = fn(a, b)
+    chunked = pgd.map_chunks(fn, [a, b], chunk=8, axis=axis, mode=mode)
+    for x, y in zip(whole, chunked, strict=True):
+      np.testing.assert_array_equal(x, y)

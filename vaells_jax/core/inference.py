@@ -59,7 +59,7 @@ with warnings.catch_warnings():  # "JAXopt is no longer maintained": known, and
 
 from vaells_jax.core.exact import solve_exact
 from vaells_jax.core.expm import expm_small
-from vaells_jax.core.pgd import CHUNK, solve_pgd
+from vaells_jax.core.pgd import CHUNK, map_chunks, solve_pgd
 from vaells_jax.core.transport import _transport, check_psi, generator
 
 __all__ = [
@@ -521,15 +521,7 @@ def _in_chunks(solve_one, init, z0, z1, l1_weight, chunk=CHUNK):
     jnp.tile(z1, (num_restarts, 1)),
     jnp.tile(l1_weight, num_restarts),
   ]
-  chunks = math.ceil(total / chunk)
-  pad = [(0, chunks * chunk - total)]
-  split = (
-    lambda a: jnp.pad(  # noqa: E731
-      a, pad + [(0, 0)] * (a.ndim - 1), mode="edge"
-    ).reshape((chunks, chunk) + a.shape[1:])
-  )
-  out = jax.lax.map(lambda args: jax.vmap(solve_one)(*args), [split(a) for a in flat])
-  out = [a.reshape((chunks * chunk,) + a.shape[2:])[:total] for a in out]
+  out = map_chunks(jax.vmap(solve_one), flat, chunk=chunk, axis=0, mode="edge")
   return tuple(a.reshape((num_restarts, num_pairs) + a.shape[1:]) for a in out)
 
 

@@ -62,7 +62,7 @@ from vaells_jax.core.expm import (
   expm_pairs_shift,
 )
 
-__all__ = ["CHUNK", "solve_pgd"]
+__all__ = ["CHUNK", "map_chunks", "solve_pgd"]
 
 CHUNK = 1024  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
 # Trial steps per iteration, as multiples of the pair's step t: the longest
@@ -447,6 +447,38 @@ def _polish(coeffs, psi, z0, z1, l1):
   return jax.lax.fori_loop(0, _POLISH, body, carry)[0]
 
 
+def map_chunks(fn, arrays, *, chunk, axis, mode="constant"):
+  """``fn(*arrays)``, in ``lax.map`` chunks of ``chunk`` entries along ``axis``.
+
+  ``axis`` (0 or -1) indexes the entries in every array and in every output
+  of ``fn``. With more than ``chunk`` entries the arrays are padded
+  (``jnp.pad`` ``mode``) to whole chunks, each chunk solved by one ``fn``
+  call, and the padding dropped from the outputs; otherwise one call.
+  """
+  total = arrays[0].shape[axis]
+  if total <= chunk:
+    return fn(*arrays)
+  chunks = math.ceil(total / chunk)
+
+  def split(a):  # [..., total, ...] -> [chunks, ..., chunk, ...]
+    k = axis % a.ndim
+    widths = [(0, 0)] * a.ndim
+    widths[k] = (0, chunks * chunk - total)
+    a = jnp.pad(a, widths, mode=mode)
+    return jnp.moveaxis(
+      a.reshape(a.shape[:k] + (chunks, chunk) + a.shape[k + 1 :]), k, 0
+    )
+
+  def merge(a):  # [chunks, ..., chunk, ...] -> [..., total, ...]
+    k = axis % (a.ndim - 1)
+    a = jnp.moveaxis(a, 0, k)
+    a = a.reshape(a.shape[:k] + (chunks * chunk,) + a.shape[k + 2 :])
+    return jax.lax.slice_in_dim(a, 0, total, axis=k)
+
+  out = jax.lax.map(lambda args: fn(*args), [split(a) for a in arrays])
+  return jax.tree_util.tree_map(merge, out)
+
+
 def solve_pgd(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
   """Solves every start of every pair (module docstring).
 
@@ -471,24 +503,8 @@ def solve_pgd(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
   solve = lambda c, a, b, lam: _solve_chunk(  # noqa: E731
     c, psi, a, b, lam, max_iter=max_iter, tol=tol
   )
-  if total <= chunk:
-    coeffs, num_iter, error = solve(*columns)
-  else:
-    chunks = math.ceil(total / chunk)
-    pad = chunks * chunk - total
-    # Padding pairs (z0 = z1 = 0, c = 0, no weight) stop at once.
-    split = (
-      lambda a: jnp.moveaxis(  # noqa: E731
-        jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, pad)]).reshape(
-          a.shape[:-1] + (chunks, chunk)
-        ),
-        -2,
-        0,
-      )
-    )
-    out = jax.lax.map(lambda args: solve(*args), [split(a) for a in columns])
-    merge = lambda a: jnp.moveaxis(a, 0, -2).reshape(a.shape[1:-1] + (-1,))  # noqa: E731
-    coeffs, num_iter, error = (merge(a)[..., :total] for a in out)
+  # Padding pairs (z0 = z1 = 0, c = 0, no weight) stop at once.
+  coeffs, num_iter, error = map_chunks(solve, columns, chunk=chunk, axis=-1)
   return (
     coeffs.T.reshape(num_restarts, num_pairs, num_ops),
     num_iter.reshape(num_restarts, num_pairs),
