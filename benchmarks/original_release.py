@@ -19,7 +19,8 @@ anchors) and scaled codes (``z_scale_np``). From them, per experiment:
   percentile, maximum) and the median ``||z||``.
 
 With ``--run NAME=WORKDIR`` the same for a run of ours (its latest
-checkpoint; the initial norm the median of its own draw's; the coefficients
+checkpoint, a population's kept member; the initial norm the median of its
+own draw's, unknown for a population; the coefficients
 those of the next training step's own inference; ``z`` on the latent
 scale, where coefficients are inferred). Nothing of the authors'
 repository is copied here: pass a checkout or snapshot of it.
@@ -115,11 +116,9 @@ def released(repo, name: str) -> dict:
 
 
 def ours(run_dir) -> dict:
-  """The same statistics for a run of ours (single runs)."""
+  """The same statistics for a run of ours (a population run: its kept member)."""
   run_dir = pathlib.Path(run_dir)
   config = config_from_json(run_dir / CONFIG_NAME)
-  if config.population > 1:
-    raise ValueError(f"{run_dir}: a population run (single runs only)")
   data = load_synthetic(run_dir / DATA_NAME)
   start = train.init_state(
     jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
@@ -135,7 +134,10 @@ def ours(run_dir) -> dict:
     "source": f"ours: {run_dir}",
     "steps": int(state.step),
     **operator_stats(psi),
-    "initial_norm": float(np.median(np.linalg.norm(start.psi, axis=(1, 2)))),
+    # A population's kept member drew its own operators, not the seed's.
+    "initial_norm": float(np.median(np.linalg.norm(start.psi, axis=(1, 2))))
+    if config.population == 1
+    else float("nan"),
     "accepted": attempted - rejected,
     "rejected": rejected,
     "rate_start": config.lr_psi,
