@@ -99,7 +99,10 @@ def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=Non
   (the default on CPU): under ``vmap`` the coefficient solver's line search
   runs as many trials as the worst pair of ALL members needs; 4 members took
   445 ms a swiss-roll step vmapped and 65 ms mapped, 69 and 37 ms a
-  concentric step (``benchmarks/population_step.py``, a shared 2-core CPU).
+  concentric step with ``fista`` (``benchmarks/population_step.py``, a
+  shared 2-core CPU). With ``pgd`` (no line search) 8 members vmapped are
+  the faster: 53 against 73 ms (concentric), 34 against 40 ms (swiss roll)
+  (docs/experiments.md, "Population training").
   Both compute the same function (``tests/test_population.py``).
   """
   if vectorize is None:
