@@ -16,33 +16,22 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import pathlib
 
-import jax
-import numpy as np
+import original_method as om  # first: pins BLAS threads before NumPy loads
 
-from vaells_jax.api import DATA_NAME
-from vaells_jax.config import CONFIG_NAME, config_from_json
-from vaells_jax.data.synthetic import load_synthetic
-from vaells_jax.training import step as train
-from vaells_jax.training.checkpoint import restore_checkpoint
-from vaells_jax.training.guards import run_identity
+# isort: split
+
+import numpy as np  # noqa: E402
 
 
 def operator_drift(run_dir) -> dict:
   """Per operator: start and end norms, cosine, relative change."""
-  run_dir = pathlib.Path(run_dir)
-  config = config_from_json(run_dir / CONFIG_NAME)
+  config, _, start, end = om.restore_run(run_dir)
   if config.population > 1:
     raise ValueError(
       f"{run_dir}: a population run; its members draw their own operators, "
       "so the seed's initial state is not theirs (single runs only)"
     )
-  data = load_synthetic(run_dir / DATA_NAME)
-  start = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
-  end = restore_checkpoint(run_dir, start, identity=run_identity(config, data))
   a = np.asarray(start.params["psi"], np.float64).reshape(config.num_ops, -1)
   b = np.asarray(end.params["psi"], np.float64).reshape(config.num_ops, -1)
   norm_a, norm_b = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)

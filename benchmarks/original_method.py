@@ -46,14 +46,18 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from experiments.run import make_data  # noqa: E402
+from vaells_jax.api import DATA_NAME  # noqa: E402
+from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
 from vaells_jax.core.inference import InferenceResult  # noqa: E402
 from vaells_jax.core.reference import (  # noqa: E402
   ORIGINAL_MAX_ITER,
   original_step_inference,
 )
+from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
 from vaells_jax.training import step as train  # noqa: E402
-from vaells_jax.training.guards import batch_indices  # noqa: E402
+from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
+from vaells_jax.training.guards import batch_indices, run_identity  # noqa: E402
 
 DEFAULT_MNIST = ROOT.parent / "shared" / "data" / "mnist"
 PAIR_KEYS = ("psi", "mu", "anchors", "z")
@@ -152,6 +156,20 @@ def step_batch(config, data, step: int):
     "label": jnp.asarray(data.labels_train[idx], jnp.int32),
   }
   return batch, jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), step)
+
+
+def restore_run(run_dir):
+  """``(config, data, start, state)`` of a run's workdir: its config and data,
+  the state its seed initialises, and its latest checkpoint (verified against
+  both; a population's kept member)."""
+  run_dir = pathlib.Path(run_dir)
+  config = config_from_json(run_dir / CONFIG_NAME)
+  data = load_synthetic(run_dir / DATA_NAME)
+  start = train.init_state(
+    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
+  )
+  state = restore_checkpoint(run_dir, start, identity=run_identity(config, data))
+  return config, data, start, state
 
 
 def trained_state(config, data, model, steps: int):

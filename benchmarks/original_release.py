@@ -39,17 +39,10 @@ import original_method as om  # first: pins BLAS threads before NumPy loads
 
 # isort: split
 
-import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.io import loadmat  # noqa: E402
 
-from vaells_jax.api import DATA_NAME  # noqa: E402
-from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
-from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
 from vaells_jax.models.vaells import Model  # noqa: E402
-from vaells_jax.training import step as train  # noqa: E402
-from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
-from vaells_jax.training.guards import run_identity  # noqa: E402
 
 RELEASED = {  # the release's folder: latent dimension
   "natMNIST": 6,
@@ -117,13 +110,7 @@ def released(repo, name: str) -> dict:
 
 def ours(run_dir) -> dict:
   """The same statistics for a run of ours (a population run: its kept member)."""
-  run_dir = pathlib.Path(run_dir)
-  config = config_from_json(run_dir / CONFIG_NAME)
-  data = load_synthetic(run_dir / DATA_NAME)
-  start = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
-  state = restore_checkpoint(run_dir, start, identity=run_identity(config, data))
+  config, data, start, state = om.restore_run(run_dir)
   model = Model.create(config, data.data_dim)
   pairs = om.capture_step_pairs(
     model, state, *om.step_batch(config, data, int(state.step))
