@@ -118,7 +118,7 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
   ``c``), written out so that it costs a few dozen elementwise operations.
 
   Returns:
-    ``f [P]`` and, with ``with_grad``, ``grad``: ``M`` rows ``[P]``.
+    ``f [P]`` and, with ``with_grad``, ``grad [M, P]``.
   """
   parts = _parts_2x2(psi)
   mu, h, a01, a10 = (_combine(p, coeffs) for p in parts)
@@ -155,9 +155,11 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
   d_h = 2.0 * h * d_delta + q0 * z0[0] - q1 * z0[1]
   d_a01 = a10 * d_delta + q0 * z0[1]
   d_a10 = a01 * d_delta + q1 * z0[0]
-  grad = tuple(
-    parts[0][m] * d_mu + parts[1][m] * d_h + parts[2][m] * d_a01 + parts[3][m] * d_a10
-    for m in range(psi.shape[0])
+  grad = jnp.stack(
+    [
+      parts[0][m] * d_mu + parts[1][m] * d_h + parts[2][m] * d_a01 + parts[3][m] * d_a10
+      for m in range(psi.shape[0])
+    ]
   )
   return value, grad
 
@@ -197,15 +199,17 @@ def _value_and_grad_general(coeffs, psi, z0, z1):
   shape, generator, z0, z1 = _general_pairs(coeffs, psi, z0, z1)
   residual = _residual_general(generator, z0, z1)
   _, frechet = jax.jvp(expm_pairs, (generator,), (z0[:, None] * residual[None],))
-  grad = tuple(
-    -jnp.sum(psi[m].T[:, :, None] * frechet, axis=(0, 1)).reshape(shape)
-    for m in range(psi.shape[0])
+  grad = jnp.stack(
+    [
+      -jnp.sum(psi[m].T[:, :, None] * frechet, axis=(0, 1)).reshape(shape)
+      for m in range(psi.shape[0])
+    ]
   )
   return 0.5 * jnp.sum(residual**2, axis=0).reshape(shape), grad
 
 
 def _data(index, coeffs, psi, z0, z1):
-  """``f(c)`` per pair: ``M`` rows ``[P]``, ``z0, z1 [d, P]`` -> ``[P]``, stored."""
+  """``f(c)`` per pair: ``c [M, P]``, ``z0, z1 [d, P]`` -> ``[P]``, stored."""
   if psi.shape[-1] == 2:
     fn = lambda c: _data_2x2(index, c, psi, z0, z1, with_grad=False)  # noqa: E731
   else:
@@ -214,7 +218,7 @@ def _data(index, coeffs, psi, z0, z1):
 
 
 def _value_and_grad(index, coeffs, psi, z0, z1):
-  """``(f [P], grad)`` (``M`` rows ``[P]``), stored."""
+  """``(f [P], grad [M, P])``, stored."""
   if psi.shape[-1] == 2:
     fn = lambda c: _data_2x2(index, c, psi, z0, z1, with_grad=True)  # noqa: E731
   else:
@@ -227,18 +231,37 @@ def _soft_threshold(x, threshold):
 
 
 def _dot(a, b):
-  """``sum_m a_m b_m`` of two coefficient vectors (tuples of ``[P]``)."""
-  return sum(u * v for u, v in zip(a, b, strict=True))
+  """``sum_m a_m b_m`` of two coefficient arrays ``[M, ...]``, written as a
+  sum of rows (elementwise, so it fuses with its operands)."""
+  return sum(a[m] * b[m] for m in range(a.shape[0]))
+
+
+def _first(flags):
+  """Index of the first true row of ``flags [K, P]`` (0 where none is)."""
+  index = jnp.zeros(flags.shape[1:], jnp.int32)
+  for k in range(len(flags) - 1, -1, -1):
+    index = jnp.where(flags[k], k, index)
+  return index
+
+
+def _pick(rows, choice):
+  """``rows[choice[p], p]`` for ``K`` rows, as a chain of selects (a gather
+  costs many times more on XLA:CPU)."""
+  result = rows[-1]
+  for k in range(len(rows) - 2, -1, -1):
+    result = jnp.where(choice == k, rows[k], result)
+  return result
 
 
 class _State(NamedTuple):
-  """Coefficient vectors are tuples of ``M`` arrays ``[P]`` (one per operator):
-  every operation is then elementwise over the pairs, and XLA:CPU fuses and
-  vectorises it without gathering rows."""
+  """Coefficients are ``[M, P]`` arrays, the pairs on the minor axis: every
+  operation is elementwise over the pairs, and one fusion updates all ``M``
+  rows (a tuple of rows costs a fusion and a loop copy per row, and at the
+  training steps' 120 pairs the loop's cost is its number of operations)."""
 
-  x: tuple  # current iterate (F may rise under momentum)
-  y: tuple  # extrapolated point
-  best: tuple  # iterate of lowest F so far
+  x: jax.Array  # current iterate (F may rise under momentum) [M, P]
+  y: jax.Array  # extrapolated point [M, P]
+  best: jax.Array  # iterate of lowest F so far [M, P]
   best_objective: jax.Array  # its F [P]
   theta: jax.Array  # momentum parameter [P]
   step: jax.Array  # step size [P]
@@ -281,9 +304,9 @@ def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
   scales = jnp.asarray(_SCALES, step.dtype)[:, None]
   passed, excess = _passes(f_y, f_trial, sq, slope, scales * step)
   ok = jnp.any(passed, axis=0)
-  choice = jnp.where(ok, jnp.argmax(passed, axis=0), len(_SCALES) - 1)
-  pick = lambda a: jnp.take_along_axis(a, choice[None], axis=0)[0]  # noqa: E731
-  scale = pick(jnp.broadcast_to(scales, f_trial.shape))
+  choice = jnp.where(ok, _first(passed), len(_SCALES) - 1)
+  pick = lambda a: _pick(a, choice)  # noqa: E731
+  scale = _pick(tuple(s * jnp.ones_like(step) for s in _SCALES), choice)
   # None passed: the next longest trial is 0.9 / (the curvature measured
   # along the shortest step).
   inverse_curvature = 0.5 * sq[-1] / jnp.maximum(excess[-1], 1e-30)
@@ -319,13 +342,11 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
   """One iteration for every pair not yet stopped (module docstring)."""
   x, y, step = state.x, state.y, state.step
   f_y, grad = _value_and_grad(index, y, psi, z0, z1)
-  grad = tuple(jnp.where(jnp.isfinite(f_y) & jnp.isfinite(g), g, 0.0) for g in grad)
-  # All trials at once, [K, P]: one evaluation of f on K P points.
+  grad = jnp.where(jnp.isfinite(f_y) & jnp.isfinite(grad), grad, 0.0)
+  # All trials at once, [M, K, P]: one evaluation of f on K P points.
   t = jnp.asarray(_SCALES, step.dtype)[:, None] * step
-  trials = tuple(
-    _soft_threshold(u - t * g, t * l1) for u, g in zip(y, grad, strict=True)
-  )
-  diff = tuple(u - v for u, v in zip(trials, y, strict=True))
+  trials = _soft_threshold(y[:, None] - t * grad[:, None], t * l1)
+  diff = trials - y[:, None]
   choice, take, step, beta, objective, error, done, theta = _materialize(
     index,
     lambda *args: _decide(state, f_y, *args, tol),
@@ -334,18 +355,14 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
     _dot(grad, diff),
     l1 * sum(jnp.abs(u) for u in trials),
   )
-  chosen = tuple(jnp.take_along_axis(u, choice[None], axis=0)[0] for u in trials)
+  chosen = _pick(jnp.moveaxis(trials, 1, 0), choice)
   # Taken: extrapolate (FISTA); rejected: retry from y with smaller steps.
-  y = tuple(
-    jnp.where(take, c + beta * (c - u), v) for c, u, v in zip(chosen, x, y, strict=True)
-  )
+  y = jnp.where(take, chosen + beta * (chosen - x), y)
   improved = take & (objective < state.best_objective)
   return _State(
-    x=tuple(jnp.where(take, c, u) for c, u in zip(chosen, x, strict=True)),
+    x=jnp.where(take, chosen, x),
     y=y,
-    best=tuple(
-      jnp.where(improved, c, u) for c, u in zip(chosen, state.best, strict=True)
-    ),
+    best=jnp.where(improved, chosen, state.best),
     best_objective=jnp.where(improved, objective, state.best_objective),
     theta=theta,
     step=step,
@@ -359,9 +376,8 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
 def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
   """Runs the loop on one chunk: ``coeffs [M, P]``, ``z0, z1 [d, P]``, ``l1 [P]``."""
   dtype = coeffs.dtype
-  coeffs = tuple(coeffs)
   value = _data(0, coeffs, psi, z0, z1)
-  objective = value + l1 * sum(jnp.abs(c) for c in coeffs)
+  objective = value + l1 * jnp.sum(jnp.abs(coeffs), axis=0)
   # Gauss-Newton curvature sum_m ||psi_m z1||^2 (exact at a solution when the
   # operators commute); tiny for z1 near 0, hence the cap.
   moved = jnp.sum(psi[..., None] * z1[None, None, :, :], axis=2)  # [M, d, P]
@@ -399,7 +415,7 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     block,
     (0, state),
   )
-  best = jnp.stack(state.best)
+  best = state.best
   if psi.shape[-1] > 2:
     best = _polish(best, psi, z0, z1, l1)
   return best, state.num_iter, state.error
