@@ -33,6 +33,8 @@ Usage::
                                                    # for the CPU budget
     python benchmarks/train_step.py --original-for=concentric  # the others:
                                                    # the library's step only
+    python benchmarks/train_step.py --experiments=concentric \
+      --original-for=none --max-iter=1             # one inference iteration
 """
 
 from __future__ import annotations
@@ -162,12 +164,17 @@ def main(argv=None) -> list[dict]:
     default=None,
     help="config.inference_method (fista, lm, pgd, exact) of the vaells_jax step",
   )
+  parser.add_argument(
+    "--max-iter", type=int, default=None, help="config.inference_max_iter of ours"
+  )
   args = parser.parse_args(argv)
   repeats = args.repeats or (1 if args.quick else 5)
   at_step = args.at_step if args.at_step is not None else 0 if args.quick else 1000
   overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
   if args.inference_method:
     overrides["inference_method"] = args.inference_method
+  if args.max_iter:
+    overrides["inference_max_iter"] = args.max_iter
   print(
     f"device={jax.devices()[0]} jax={jax.__version__} "
     f"vaells_jax={vaells_jax.__version__} repeats={repeats} "

@@ -217,6 +217,18 @@ def test_concentric_step_ends_as_low_as_the_original_method():
   assert round(as_good) >= 114
 
 
+def test_concentric_inference_loop_stays_at_50_operations_per_iteration():
+  """At a training step's 120 pairs the pgd loop costs per XLA operation
+  (docs/benchmarks.md); its body is 50 of them (74 with coefficient rows
+  as a tuple and gathers)."""
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import loop_ops
+
+  (row,) = loop_ops.main(["--experiments=concentric"])
+  assert 0 < row["total"] <= 50
+  assert row["conditional"] == 4
+
+
 def test_whole_run_benchmark_quick_mode():
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import whole_run
