@@ -57,7 +57,7 @@ def get_config(budget: str = "paper") -> Config:
     # short of its bottom. On a training step's real pairs (steps 500-3000)
     # pgd with 300 iterations ends as low as the original method on 114-119
     # of 120, fista with 100 on 83-108 (docs/benchmarks.md, "The original
-    # method"); the default learned the circles on 10 of 10 fresh seeds
+    # method"); the default learned the circles on 20 of 20 fresh seeds
     # (docs/experiments.md, "Population training").
     inference_method="pgd",
     inference_max_iter=300,
