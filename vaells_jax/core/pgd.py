@@ -306,7 +306,7 @@ def _decide(state, f_y, f_trial, sq, slope, penalty, tol):
   ok = jnp.any(passed, axis=0)
   choice = jnp.where(ok, _first(passed), len(_SCALES) - 1)
   pick = lambda a: _pick(a, choice)  # noqa: E731
-  scale = _pick(tuple(s * jnp.ones_like(step) for s in _SCALES), choice)
+  scale = pick(jnp.broadcast_to(scales, f_trial.shape))
   # None passed: the next longest trial is 0.9 / (the curvature measured
   # along the shortest step).
   inverse_curvature = 0.5 * sq[-1] / jnp.maximum(excess[-1], 1e-30)
