@@ -101,8 +101,8 @@ def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=Non
   445 ms a swiss-roll step vmapped and 65 ms mapped, 69 and 37 ms a
   concentric step with ``fista`` (``benchmarks/population_step.py``, a
   shared 2-core CPU). With ``pgd`` (no line search) 8 members vmapped are
-  the faster: 53 against 73 ms (concentric), 34 against 40 ms (swiss roll)
-  (docs/experiments.md, "Population training").
+  the faster: 49.8 against 64.7 ms (concentric), 20.4 against 26.2 ms
+  (swiss roll) (docs/experiments.md, "Population training").
   Both compute the same function (``tests/test_population.py``).
   """
   if vectorize is None:
