@@ -28,9 +28,6 @@ import original_method as om  # noqa: E402
 
 # isort: split
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
 from vaells_jax.training import step as train  # noqa: E402
 
 _FREE = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
@@ -69,10 +66,7 @@ def count_ops(computations: dict, name: str, counts: collections.Counter) -> Non
 
 def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST) -> dict:
   config, data, model = om.experiment(name, "paper", mnist_dir)
-  state = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
-  state = state.replace(step=jnp.asarray(config.warmup_steps, jnp.int32))
+  state = om.seed_state(config, data, config.warmup_steps)
   batch, key = om.step_batch(config, data, config.warmup_steps)
   program = train.make_train_step(model).programs[-1]
   hlo = program.lower(state, batch, key).compile().as_text()

@@ -158,6 +158,15 @@ def step_batch(config, data, step: int):
   return batch, jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), step)
 
 
+def seed_state(config, data, step: int = 0):
+  """The state a run's seed initialises, its step counter set to ``step``
+  (``config.warmup_steps``: the first step that infers coefficients)."""
+  state = train.init_state(
+    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
+  )
+  return state.replace(step=jnp.asarray(step, jnp.int32))
+
+
 def restore_run(run_dir):
   """``(config, data, start, state)`` of a run's workdir: its config and data,
   the state its seed initialises, and its latest checkpoint (verified against
@@ -165,9 +174,7 @@ def restore_run(run_dir):
   run_dir = pathlib.Path(run_dir)
   config = config_from_json(run_dir / CONFIG_NAME)
   data = load_synthetic(run_dir / DATA_NAME)
-  start = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
+  start = seed_state(config, data)
   state = restore_checkpoint(run_dir, start, identity=run_identity(config, data))
   return config, data, start, state
 
@@ -180,9 +187,7 @@ def trained_state(config, data, model, steps: int):
   device then times the same state), then placed on the default device.
   """
   with jax.default_device(jax.devices("cpu")[0]):
-    state = train.init_state(
-      jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-    )
+    state = seed_state(config, data)
     step_fn = train.make_train_step(model)
     for step in range(steps):
       state, _ = step_fn(state, *step_batch(config, data, step))

@@ -57,7 +57,6 @@ from vaells_jax.core.reference import (  # noqa: E402
 )
 from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
-from vaells_jax.training import step as train  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
 from vaells_jax.training.guards import run_identity  # noqa: E402
 
@@ -110,9 +109,7 @@ def _state(config, data, model, at_step: int, run_dir=None):
   the initial state, or a run's latest checkpoint (MNIST)."""
   if not config.warmup_steps:
     return om.trained_state(config, data, model, at_step), at_step
-  state = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
+  state = om.seed_state(config, data)
   if run_dir is None:
     return state, config.warmup_steps
   saved = config_from_json(pathlib.Path(run_dir) / CONFIG_NAME)

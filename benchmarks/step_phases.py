@@ -33,9 +33,7 @@ from vaells_jax.training import step as train  # noqa: E402
 
 def phase_times(name: str, budget: str, mnist_dir, repeats: int) -> dict:
   config, data, model = om.experiment(name, budget, mnist_dir)
-  state = train.init_state(
-    jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-  )
+  state = om.seed_state(config, data)
   step_fn = train.make_train_step(model)
   starts = {"network": config.warmup_steps, "psi": train.first_psi_step(config)}
   if config.warmup_steps:

@@ -95,11 +95,8 @@ def run_experiment(
 ) -> dict:
   config, data, model = om.experiment(name, budget, mnist_dir, **overrides)
   if config.warmup_steps:
-    state = train.init_state(
-      jax.random.PRNGKey(config.seed), config, data.anchors, data.data_dim
-    )
     at_step = config.warmup_steps  # past warm-up, so that it infers coefficients
-    state = state.replace(step=jnp.asarray(at_step, jnp.int32))
+    state = om.seed_state(config, data, at_step)
   else:
     state = om.trained_state(config, data, model, at_step)
   batch, key = om.step_batch(config, data, at_step)
