@@ -7,11 +7,14 @@ solve (``_infer_flat``): fusions, copies of loop-carried buffers and
 conditionals, with the operations inside each conditional's branch. At a
 training step's few hundred pairs each of them costs about the same fixed
 overhead, so their number, not the arithmetic, sets the loop's time
-(docs/benchmarks.md, "The per-pair-step solver").
+(docs/benchmarks.md, "The per-pair-step solver"). With ``--iterations-at``
+it also reports how many iterations the step's pairs run (the loop runs as
+long as its slowest pair), on the state trained to each of those steps.
 
 Usage::
 
     python benchmarks/loop_ops.py --experiments=concentric,swiss_roll
+    python benchmarks/loop_ops.py --experiments=concentric --iterations-at=1000,3000
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import collections
 import pathlib
 import re
 import sys
+
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -83,10 +88,41 @@ def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST) -> dict:
   return {"experiment": name, "total": sum(counts.values()), **counts}
 
 
+def loop_iterations(name: str, at_step: int, mnist_dir=om.DEFAULT_MNIST) -> list[dict]:
+  """Iterations the inference of the step at ``at_step`` runs, per pair:
+  one row for the posterior and one for the prior pairs."""
+  config, data, model = om.experiment(name, "paper", mnist_dir)
+  state = om.trained_state(config, data, model, at_step)
+  result = om.capture_step_pairs(model, state, *om.step_batch(config, data, at_step))
+  rows = []
+  for part in ("posterior", "prior"):
+    solved = getattr(result["ours"], part)
+    iters = np.asarray(solved.num_iter).ravel()
+    median, p90 = np.percentile(iters, [50, 90])
+    rows.append(
+      {
+        "experiment": name,
+        "at_step": at_step,
+        "pairs": f"{part} ({iters.size})",
+        "median": float(median),
+        "p90": float(p90),
+        "at_max": float(np.mean(iters >= config.inference_max_iter)),
+        "max_iter": config.inference_max_iter,
+        "converged": float(np.mean(solved.converged)),
+      }
+    )
+  return rows
+
+
 def main(argv=None) -> list[dict]:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--experiments", default="concentric,swiss_roll")
   parser.add_argument("--mnist-dir", default=str(om.DEFAULT_MNIST))
+  parser.add_argument(
+    "--iterations-at",
+    default="",
+    help="comma-separated training steps: also report the iterations per pair there",
+  )
   args = parser.parse_args(argv)
   rows = [loop_ops(n, args.mnist_dir) for n in args.experiments.split(",")]
   print("| experiment | operations per iteration | fusions | copies | conditionals |")
@@ -96,7 +132,26 @@ def main(argv=None) -> list[dict]:
       f"| {r['experiment']} | {r['total']} | {r.get('fusion', 0)} "
       f"| {r.get('copy', 0)} | {r.get('conditional', 0)} |"
     )
-  return rows
+  if not args.iterations_at:
+    return rows
+  steps = [int(s) for s in args.iterations_at.split(",")]
+  table = [
+    row
+    for name in args.experiments.split(",")
+    for at in steps
+    for row in loop_iterations(name, at, args.mnist_dir)
+  ]
+  print()
+  print(
+    "| experiment | step | pairs | iterations: median / 90% | at max_iter | converged |"
+  )
+  print("|---|---|---|---|---|---|")
+  for r in table:
+    print(
+      f"| {r['experiment']} | {r['at_step']} | {r['pairs']} | {r['median']:.0f} / "
+      f"{r['p90']:.0f} | {r['at_max']:.0%} of {r['max_iter']} | {r['converged']:.0%} |"
+    )
+  return rows + table
 
 
 if __name__ == "__main__":

@@ -224,9 +224,15 @@ def test_concentric_inference_loop_stays_at_50_operations_per_iteration():
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import loop_ops
 
-  (row,) = loop_ops.main(["--experiments=concentric"])
+  row, posterior, prior = loop_ops.main(
+    ["--experiments=concentric", "--iterations-at=3"]
+  )
   assert 0 < row["total"] <= 50
   assert row["conditional"] == 4
+  # The iterations per pair at a step: 30 posterior and 90 prior pairs.
+  assert posterior["pairs"] == "posterior (30)" and prior["pairs"] == "prior (90)"
+  for r in (posterior, prior):
+    assert 1 <= r["median"] <= r["p90"] <= r["max_iter"] == 300
 
 
 def test_whole_run_benchmark_quick_mode():
