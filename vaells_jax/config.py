@@ -17,7 +17,8 @@ __all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
-INFERENCE_METHODS = ("fista", "lm", "pgd", "exact")  # vaells_jax.core.inference.METHODS
+# vaells_jax.core.inference.METHODS
+INFERENCE_METHODS = ("fista", "lm", "pgd", "gauss_newton", "exact")
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
 SELECT_SIGNALS = (
@@ -105,7 +106,9 @@ class Config:
   # iterations (README, inference speed); the paper's experiments were
   # measured with "fista", so it stays the default. "exact" (num_ops = 1
   # only): the global minimum over a grid of the one coefficient, then Newton
-  # (vaells_jax.core.exact).
+  # (vaells_jax.core.exact). "pgd": proximal gradient with a step per pair
+  # (vaells_jax.core.pgd). "gauss_newton" (latent_dim = 2 only): damped
+  # Gauss-Newton in orthants (vaells_jax.core.gauss_newton).
   inference_method: str = "fista"
   closest_anchor: bool = False
   latent_scale: float = 1.0
@@ -238,6 +241,11 @@ class Config:
       raise ValueError(
         'config.inference_method="exact" solves one operator (num_ops=1), '
         f'got num_ops={self.num_ops}; use "fista" or "lm".'
+      )
+    if self.inference_method == "gauss_newton" and self.latent_dim != 2:
+      raise ValueError(
+        'config.inference_method="gauss_newton" solves 2-D codes (latent_dim=2), '
+        f'got latent_dim={self.latent_dim}; use "pgd" or "fista".'
       )
     if self.network not in NETWORKS:
       raise ValueError(

@@ -62,7 +62,7 @@ from vaells_jax.core.expm import (
   expm_pairs_shift,
 )
 
-__all__ = ["CHUNK", "map_chunks", "solve_pgd"]
+__all__ = ["CHUNK", "map_chunks", "solve_columns", "solve_pgd"]
 
 CHUNK = 1024  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
 # Trial steps per iteration, as multiples of the pair's step t: the longest
@@ -495,6 +495,33 @@ def map_chunks(fn, arrays, *, chunk, axis, mode="constant"):
   return jax.tree_util.tree_map(merge, out)
 
 
+def solve_columns(solve_chunk, init, z0, z1, l1_weight, *, chunk=CHUNK):
+  """``solve_chunk(coeffs [M, P], z0 [d, P], z1 [d, P], l1 [P])`` on every
+  start of every pair, the pairs on the minor axis, in chunks of ``chunk``.
+
+  Args:
+    solve_chunk: returns ``(coeffs [M, P], num_iter [P], error [P])``.
+    init: starting coefficients, ``[R, N, M]``.
+    z0, z1: points, ``[N, d]``.
+    l1_weight: sparsity weights, ``[N]``.
+    chunk: pairs (starts) per ``lax.map`` chunk.
+
+  Returns:
+    ``(coeffs [R, N, M], num_iter [R, N], error [R, N])``.
+  """
+  num_restarts, num_pairs, num_ops = init.shape
+  total = num_restarts * num_pairs
+  tile = lambda a: jnp.tile(a.T, (1,) * (a.ndim - 1) + (num_restarts,))  # noqa: E731
+  columns = [init.reshape(total, num_ops).T, tile(z0), tile(z1), tile(l1_weight)]
+  # Padding pairs (z0 = z1 = 0, c = 0, no weight) stop at once.
+  coeffs, num_iter, error = map_chunks(solve_chunk, columns, chunk=chunk, axis=-1)
+  return (
+    coeffs.T.reshape(num_restarts, num_pairs, num_ops),
+    num_iter.reshape(num_restarts, num_pairs),
+    error.reshape(num_restarts, num_pairs),
+  )
+
+
 def solve_pgd(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
   """Solves every start of every pair (module docstring).
 
@@ -512,17 +539,7 @@ def solve_pgd(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
     iterate, the proximal-gradient iterations it took and its last
     proximal-gradient mapping norm (``inf`` if no step was accepted).
   """
-  num_restarts, num_pairs, num_ops = init.shape
-  total = num_restarts * num_pairs
-  tile = lambda a: jnp.tile(a.T, (1,) * (a.ndim - 1) + (num_restarts,))  # noqa: E731
-  columns = [init.reshape(total, num_ops).T, tile(z0), tile(z1), tile(l1_weight)]
   solve = lambda c, a, b, lam: _solve_chunk(  # noqa: E731
     c, psi, a, b, lam, max_iter=max_iter, tol=tol
   )
-  # Padding pairs (z0 = z1 = 0, c = 0, no weight) stop at once.
-  coeffs, num_iter, error = map_chunks(solve, columns, chunk=chunk, axis=-1)
-  return (
-    coeffs.T.reshape(num_restarts, num_pairs, num_ops),
-    num_iter.reshape(num_restarts, num_pairs),
-    error.reshape(num_restarts, num_pairs),
-  )
+  return solve_columns(solve, init, z0, z1, l1_weight, chunk=chunk)
