@@ -15,6 +15,7 @@ Usage::
 
     python benchmarks/loop_ops.py --experiments=concentric,swiss_roll
     python benchmarks/loop_ops.py --experiments=concentric --iterations-at=1000,3000
+    python benchmarks/loop_ops.py --inference-method=pgd --max-iter=300
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def count_ops(computations: dict, name: str, counts: collections.Counter) -> Non
       counts.update(max(sizes, key=lambda c: sum(c.values())))
 
 
-def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST) -> dict:
-  config, data, model = om.experiment(name, "paper", mnist_dir)
+def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST, **overrides) -> dict:
+  config, data, model = om.experiment(name, "paper", mnist_dir, **overrides)
   state = om.seed_state(config, data, config.warmup_steps)
   batch, key = om.step_batch(config, data, config.warmup_steps)
   program = train.make_train_step(model).programs[-1]
@@ -88,10 +89,12 @@ def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST) -> dict:
   return {"experiment": name, "total": sum(counts.values()), **counts}
 
 
-def loop_iterations(name: str, at_step: int, mnist_dir=om.DEFAULT_MNIST) -> list[dict]:
+def loop_iterations(
+  name: str, at_step: int, mnist_dir=om.DEFAULT_MNIST, **overrides
+) -> list[dict]:
   """Iterations the inference of the step at ``at_step`` runs, per pair:
   one row for the posterior and one for the prior pairs."""
-  config, data, model = om.experiment(name, "paper", mnist_dir)
+  config, data, model = om.experiment(name, "paper", mnist_dir, **overrides)
   state = om.trained_state(config, data, model, at_step)
   result = om.capture_step_pairs(model, state, *om.step_batch(config, data, at_step))
   rows = []
@@ -123,8 +126,15 @@ def main(argv=None) -> list[dict]:
     default="",
     help="comma-separated training steps: also report the iterations per pair there",
   )
+  parser.add_argument("--inference-method", default=None, help="config override")
+  parser.add_argument("--max-iter", type=int, default=None, help="config override")
   args = parser.parse_args(argv)
-  rows = [loop_ops(n, args.mnist_dir) for n in args.experiments.split(",")]
+  overrides = {}
+  if args.inference_method:
+    overrides["inference_method"] = args.inference_method
+  if args.max_iter:
+    overrides["inference_max_iter"] = args.max_iter
+  rows = [loop_ops(n, args.mnist_dir, **overrides) for n in args.experiments.split(",")]
   print("| experiment | operations per iteration | fusions | copies | conditionals |")
   print("|---|---|---|---|---|")
   for r in rows:
@@ -139,7 +149,7 @@ def main(argv=None) -> list[dict]:
     row
     for name in args.experiments.split(",")
     for at in steps
-    for row in loop_iterations(name, at, args.mnist_dir)
+    for row in loop_iterations(name, at, args.mnist_dir, **overrides)
   ]
   print()
   print(

@@ -137,7 +137,15 @@ BAD_FLAGS = [
   (["--config.zeta3=1e-320"], "config.zeta3 must be finite"),
   (["--config.inference_tol=inf"], "config.inference_tol must be finite"),
   (["--config.psi_lr_decay_start=-7"], "psi_lr_decay_start must be >= 0, or -1"),
-  (["--config.num_ops=4096", "--config.latent_dim=4096"], "needs about"),
+  (
+    [
+      "--config.num_ops=4096",
+      "--config.latent_dim=4096",
+      "--config.inference_method=pgd",
+    ],
+    "needs about",
+  ),
+  (["--config.latent_dim=3"], 'inference_method="gauss_newton" solves 2-D codes'),
 ]
 
 

@@ -151,15 +151,16 @@ def test_polish_never_raises_and_ends_where_scipy_does(monkeypatch):
   assert np.mean(plain_obj <= best * (1 + 1e-6) + 1e-12) < 0.8
 
 
+@pytest.mark.parametrize("method", ["pgd", "gauss_newton"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_as_good_as_scipy_cg_from_the_same_starts(random_problem, dtype):
+def test_as_good_as_scipy_cg_from_the_same_starts(random_problem, dtype, method):
   # conftest's problem with the library's default settings, as the fista
   # solver is tested in test_inference.py.
   key = jax.random.key(1)
   n, m = random_problem["coeffs"].shape
   with jax.enable_x64(dtype == "float64"):
     psi, z0, z1 = (jnp.asarray(random_problem[k], dtype) for k in ("psi", "z0", "z1"))
-    ours = infer_coefficients(psi, z0, z1, l1_weight=0.01, key=key, method="pgd")
+    ours = infer_coefficients(psi, z0, z1, l1_weight=0.01, key=key, method=method)
     starts = solver_starts(key, 1, m, jnp.zeros(n, dtype), jnp.ones(n, dtype))
     ours = np.asarray(ours.objective, np.float64)
   _, cg = original_cg_pairs(
@@ -172,12 +173,13 @@ def test_as_good_as_scipy_cg_from_the_same_starts(random_problem, dtype):
   assert np.mean(ours <= cg * (1 + 1e-3) + slack) >= 0.9
 
 
-def test_float64_and_never_worse_than_the_start():
+@pytest.mark.parametrize("method", ["pgd", "gauss_newton"])
+def test_float64_and_never_worse_than_the_start(method):
   psi, z0, z1 = _pairs(2, 2, 30, 3)
   key = jax.random.key(4)
   with jax.enable_x64(True):
     result = infer_coefficients(
-      psi, z0, z1, l1_weight=1e-4, key=key, init_range=(-1.0, 1.0), method="pgd"
+      psi, z0, z1, l1_weight=1e-4, key=key, init_range=(-1.0, 1.0), method=method
     )
     assert result.coeffs.dtype == jnp.float64
     starts = solver_starts(key, 1, 2, jnp.full(30, -1.0), jnp.full(30, 1.0))[0]

@@ -242,7 +242,11 @@ class Config:
         'config.inference_method="exact" solves one operator (num_ops=1), '
         f'got num_ops={self.num_ops}; use "fista" or "lm".'
       )
-    if self.inference_method == "gauss_newton" and self.latent_dim != 2:
+    if (
+      self.model == "vaells"
+      and self.inference_method == "gauss_newton"
+      and self.latent_dim != 2
+    ):
       raise ValueError(
         'config.inference_method="gauss_newton" solves 2-D codes (latent_dim=2), '
         f'got latent_dim={self.latent_dim}; use "pgd" or "fista".'

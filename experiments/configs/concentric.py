@@ -11,12 +11,13 @@ from vaells_jax.config import Config
 PRIOR_WEIGHT = 1.0
 
 # Population training (vaells_jax.training.population): a single run learns
-# the circles on about half of its dictionary draws (19 of 40, seeds 0-9) and
-# on 2 of the fresh seeds 100-109. 8 draws trained together for the first
-# quarter of the steps, the one whose dominant operator's orbits pass the most
-# of its class's encodings (latent_coverage, no ground truth) kept, learned
-# them on 10 of 10 fresh seeds; 4 draws on 7 of 10 (docs/experiments.md,
-# "Population training").
+# the circles on about half of its dictionary draws (19 of 40, seeds 0-9)
+# and on 2 of the fresh seeds 100-109. 8 draws trained together for the
+# first half of the steps, the one whose dominant operator's orbits pass the
+# most of its class's encodings (latent_coverage, no ground truth) kept,
+# learned them on 20 of 20 fresh seeds (100-119); selected at a quarter of
+# the steps on 18 of 20: on seeds 102 and 104 no draw had begun to rotate by
+# then (docs/experiments.md, "Population training").
 POPULATION = 8
 
 
@@ -51,17 +52,16 @@ def get_config(budget: str = "paper") -> Config:
     closest_anchor=False,
     latent_scale=1.0,
     prior_weight_net=PRIOR_WEIGHT,
-    # The per-pair-step solver with 300 iterations: with four operators on
-    # 2-D codes the objective has a valley that only the small l1 weight
-    # tilts, and 100 iterations of either proximal-gradient solver stop
-    # short of its bottom. On a training step's real pairs (steps 500-3000)
-    # pgd with 300 iterations ends as low as the original method on 114-119
-    # of 120, fista with 100 on 83-108 (docs/benchmarks.md, "The original
-    # method"); the default learned the circles on 20 of 20 fresh seeds
-    # (docs/experiments.md, "Population training").
-    inference_method="pgd",
-    inference_max_iter=300,
+    # Damped Gauss-Newton (vaells_jax.core.gauss_newton): with four
+    # operators on 2-D codes the objective has a valley that only the small
+    # l1 weight tilts; Gauss-Newton reaches its bottom in a median of about
+    # 20 steps where proximal gradient needs 100-300 iterations. On a
+    # training step's real pairs (steps 500-3000) it ends as low as the
+    # original method on 120 of 120 (pgd with 300 iterations: 114-119;
+    # docs/benchmarks.md, "Gauss-Newton for 2-D codes").
+    inference_method="gauss_newton",
+    inference_max_iter=100,
     population=POPULATION,
-    select_at=0.25,
+    select_at=0.5,
     select_signal="latent_coverage",
   )

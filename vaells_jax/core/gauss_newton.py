@@ -54,6 +54,7 @@ from vaells_jax.core.pgd import (
   _materialize,
   _parts_2x2,
   _pick,
+  run_blocks,
   solve_columns,
 )
 
@@ -185,20 +186,8 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     num_iter=jnp.zeros(num_pairs, jnp.int32),
   )
 
-  def block(carry):
-    start, state = carry
-
-    def body(i, state):
-      frozen = state._replace(done=state.done | (start + i >= max_iter))
-      new = _iterate(i, frozen, psi, z0, z1, l1, tol)
-      return new._replace(done=state.done | (new.done & ~frozen.done))
-
-    return start + _BLOCK, jax.lax.fori_loop(0, _BLOCK, body, state)
-
-  _, state = jax.lax.while_loop(
-    lambda carry: (carry[0] < max_iter) & ~jnp.all(carry[1].done),
-    block,
-    (0, state),
+  state = run_blocks(
+    lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol), state, max_iter, _BLOCK
   )
   return state.coeffs, state.num_iter, state.error
 

@@ -80,8 +80,8 @@ __all__ = [
 ]
 
 # Iterations when ``max_iter`` is not given: proximal-gradient iterations for
-# "fista" and "pgd", Levenberg-Marquardt iterations for "lm", safeguarded
-# Newton steps per candidate for "exact".
+# "fista" and "pgd", Gauss-Newton steps for "gauss_newton", Levenberg-Marquardt
+# iterations for "lm", safeguarded Newton steps per candidate for "exact".
 DEFAULT_MAX_ITER = {
   "fista": 100,
   "lm": 20,
@@ -304,8 +304,9 @@ def infer_coefficients(
       ``"lm"`` (which then adds 10 proximal-gradient ones), refinement steps
       per grid candidate for ``"exact"``; ``None`` for
       ``DEFAULT_MAX_ITER[method]``.
-    tol: stopping tolerance on the proximal-gradient mapping norm (and, for
-      ``"lm"``, on the smoothed objective's gradient norm).
+    tol: stopping tolerance on the proximal-gradient mapping norm (for
+      ``"lm"`` also on the smoothed objective's gradient norm; for
+      ``"gauss_newton"`` on the minimum-norm subgradient of the objective).
     method: ``"fista"``, ``"lm"``, ``"pgd"``, for ``d = 2``
       ``"gauss_newton"`` or, for ``M = 1``, ``"exact"`` (module docstring;
       ``ValueError`` for ``"exact"`` with ``M > 1`` or ``"gauss_newton"``

@@ -62,7 +62,7 @@ from vaells_jax.core.expm import (
   expm_pairs_shift,
 )
 
-__all__ = ["CHUNK", "map_chunks", "solve_columns", "solve_pgd"]
+__all__ = ["CHUNK", "map_chunks", "run_blocks", "solve_columns", "solve_pgd"]
 
 CHUNK = 1024  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
 # Trial steps per iteration, as multiples of the pair's step t: the longest
@@ -398,27 +398,40 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     num_iter=jnp.zeros(num_pairs, jnp.int32),
   )
 
-  # Blocks of _BLOCK iterations (a fori_loop, whose counter vmap leaves
-  # unbatched), until max_iter or every pair has stopped.
-  def block(carry):
-    start, state = carry
-
-    def body(i, state):
-      frozen = state._replace(done=state.done | (start + i >= max_iter))
-      new = _iterate(i, frozen, psi, z0, z1, l1, tol)
-      return new._replace(done=state.done | (new.done & ~frozen.done))
-
-    return start + _BLOCK, jax.lax.fori_loop(0, _BLOCK, body, state)
-
-  _, state = jax.lax.while_loop(
-    lambda carry: (carry[0] < max_iter) & ~jnp.all(carry[1].done),
-    block,
-    (0, state),
+  state = run_blocks(
+    lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol), state, max_iter, _BLOCK
   )
   best = state.best
   if psi.shape[-1] > 2:
     best = _polish(best, psi, z0, z1, l1)
   return best, state.num_iter, state.error
+
+
+def run_blocks(iterate, state, max_iter: int, block: int):
+  """``state = iterate(i, state)`` until ``max_iter`` iterations or every
+  pair has stopped (``state.done``), checked every ``block`` iterations.
+
+  Blocks are a ``fori_loop`` (whose counter ``vmap`` leaves unbatched, so
+  :func:`_materialize`'s conditional stays one) inside a ``while_loop``; a
+  pair is frozen (marked done for ``iterate``) once it has run
+  ``max_iter`` iterations, and a pair done before an iteration stays done.
+  """
+
+  def run_block(carry):
+    start, state = carry
+
+    def body(i, state):
+      frozen = state._replace(done=state.done | (start + i >= max_iter))
+      new = iterate(i, frozen)
+      return new._replace(done=state.done | (new.done & ~frozen.done))
+
+    return start + block, jax.lax.fori_loop(0, block, body, state)
+
+  return jax.lax.while_loop(
+    lambda carry: (carry[0] < max_iter) & ~jnp.all(carry[1].done),
+    run_block,
+    (0, state),
+  )[1]
 
 
 def _polish(coeffs, psi, z0, z1, l1):

@@ -15,7 +15,7 @@ __all__ = ["FIT_POPULATION", "fit", "user_dataset"]
 
 # Members fit() trains when it is given no config: dictionary draws of the same
 # networks and anchors, the best kept at a quarter of the steps by
-# ``latent_coverage`` (the concentric default). On two circles given as arrays
+# ``latent_coverage``. On two circles given as arrays
 # it learned them on 4 of 10 seeds, one run on none
 # (benchmarks/fit_population.py; docs/experiments.md, "Population training").
 FIT_POPULATION = 8
