@@ -126,14 +126,9 @@ def main(argv=None) -> list[dict]:
     default="",
     help="comma-separated training steps: also report the iterations per pair there",
   )
-  parser.add_argument("--inference-method", default=None, help="config override")
-  parser.add_argument("--max-iter", type=int, default=None, help="config override")
+  om.add_solver_flags(parser)
   args = parser.parse_args(argv)
-  overrides = {}
-  if args.inference_method:
-    overrides["inference_method"] = args.inference_method
-  if args.max_iter:
-    overrides["inference_max_iter"] = args.max_iter
+  overrides = om.solver_overrides(args)
   rows = [loop_ops(n, args.mnist_dir, **overrides) for n in args.experiments.split(",")]
   print("| experiment | operations per iteration | fusions | copies | conditionals |")
   print("|---|---|---|---|---|")

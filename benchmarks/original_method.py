@@ -139,6 +139,30 @@ def original_train_step(model):
   return run
 
 
+def add_solver_flags(parser) -> None:
+  """``--inference-method`` and ``--max-iter``: the solver of the library's
+  step, overriding the experiment config's (:func:`solver_overrides`)."""
+  parser.add_argument(
+    "--inference-method",
+    default=None,
+    help="config.inference_method of the vaells_jax step (fista, lm, pgd, "
+    "gauss_newton, exact)",
+  )
+  parser.add_argument(
+    "--max-iter", type=int, default=None, help="config.inference_max_iter of ours"
+  )
+
+
+def solver_overrides(args) -> dict:
+  """The config overrides that :func:`add_solver_flags`' flags ask for."""
+  overrides = {}
+  if args.inference_method:
+    overrides["inference_method"] = args.inference_method
+  if args.max_iter:
+    overrides["inference_max_iter"] = args.max_iter
+  return overrides
+
+
 def experiment(name: str, budget: str = "paper", mnist_dir=DEFAULT_MNIST, **overrides):
   """``(config, data, model)`` of an experiment; a population runs as one member."""
   module = importlib.import_module(f"experiments.configs.{name}")

@@ -215,12 +215,7 @@ def main(argv=None) -> list[dict]:
     "--budget", default="paper", choices=("paper", "cpu"), help="MNIST configs"
   )
   parser.add_argument("--mnist-dir", default=str(om.DEFAULT_MNIST))
-  parser.add_argument(
-    "--inference-method", default=None, help="config.inference_method of ours"
-  )
-  parser.add_argument(
-    "--max-iter", type=int, default=None, help="config.inference_max_iter of ours"
-  )
+  om.add_solver_flags(parser)
   parser.add_argument(
     "--state", default=None, metavar="WORKDIR", help="MNIST: a run's checkpoint"
   )
@@ -232,10 +227,7 @@ def main(argv=None) -> list[dict]:
     f"at_step={at_step} repeats={repeats}"
   )
   overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
-  if args.inference_method:
-    overrides["inference_method"] = args.inference_method
-  if args.max_iter:
-    overrides["inference_max_iter"] = args.max_iter
+  overrides.update(om.solver_overrides(args))
   names = args.experiments.split(",")
   rows = [
     run_experiment(

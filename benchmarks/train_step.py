@@ -156,22 +156,12 @@ def main(argv=None) -> list[dict]:
     default=None,
     help="time the original step only for these experiments (default: all)",
   )
-  parser.add_argument(
-    "--inference-method",
-    default=None,
-    help="config.inference_method (fista, lm, pgd, exact) of the vaells_jax step",
-  )
-  parser.add_argument(
-    "--max-iter", type=int, default=None, help="config.inference_max_iter of ours"
-  )
+  om.add_solver_flags(parser)
   args = parser.parse_args(argv)
   repeats = args.repeats or (1 if args.quick else 5)
   at_step = args.at_step if args.at_step is not None else 0 if args.quick else 1000
   overrides = {"batch_size": QUICK_BATCH} if args.quick else {}
-  if args.inference_method:
-    overrides["inference_method"] = args.inference_method
-  if args.max_iter:
-    overrides["inference_max_iter"] = args.max_iter
+  overrides.update(om.solver_overrides(args))
   print(
     f"device={jax.devices()[0]} jax={jax.__version__} "
     f"vaells_jax={vaells_jax.__version__} repeats={repeats} "
