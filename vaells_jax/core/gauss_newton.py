@@ -46,11 +46,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from vaells_jax.core.expm import cosh_minus_one, cosh_sinhc_slope
 from vaells_jax.core.pgd import (
   CHUNK,
   _combine,
   _data,
+  _forward_2x2,
   _materialize,
   _parts_2x2,
   _pick,
@@ -72,33 +72,20 @@ def _jacobian_2x2(index, coeffs, psi, z0, z1):
   """``f [P]``, the residual ``r`` (two rows ``[P]``) and the Jacobian of
   ``w = expm(A) z0``, two rows ``[M, P]`` (one per component of ``w``).
 
-  With ``A = mu I + B`` (:func:`vaells_jax.core.pgd._data_2x2`): ``w =
+  With ``A = mu I + B`` (:func:`vaells_jax.core.pgd._forward_2x2`): ``w =
   e^mu (C z0 + S v)``, ``v = B z0``, ``delta = h^2 + a01 a10``; ``dw/dmu =
   w``, ``dw/d delta = e^mu (S/2 z0 + S' v)``, and ``h, a01, a10`` enter
   through ``delta`` and ``v``.
   """
-  parts = _parts_2x2(psi)
-  mu, h, a01, a10 = (_combine(p, coeffs) for p in parts)
-
-  def transcendental(mu, delta):
-    cosh, sinhc, slope = cosh_sinhc_slope(delta)
-    return jnp.expm1(mu), cosh_minus_one(delta, cosh), cosh, sinhc, slope
-
-  scale_m1, cosh_m1, cosh, sinhc, slope = _materialize(
-    index, transcendental, mu, h * h + a01 * a10
-  )
-  scale = 1.0 + scale_m1
-  v0 = h * z0[0] + a01 * z0[1]
-  v1 = a10 * z0[0] - h * z0[1]
-  shift = scale_m1 * cosh + cosh_m1  # w - z0, rounding relative to the shift
-  s0 = shift * z0[0] + scale * sinhc * v0
-  s1 = shift * z0[1] + scale * sinhc * v1
-  r0, r1 = s0 - (z1[0] - z0[0]), s1 - (z1[1] - z0[1])
+  fwd = _forward_2x2(index, coeffs, psi, z0, z1, with_slope=True)
+  parts, h, a01, a10 = fwd.parts, fwd.h, fwd.a01, fwd.a10
+  scale, sinhc, (slope,), v0, v1 = fwd.scale, fwd.sinhc, fwd.slope, fwd.v0, fwd.v1
+  r0, r1 = fwd.r0, fwd.r1
   d0 = scale * (0.5 * sinhc * z0[0] + slope * v0)  # dw / d delta
   d1 = scale * (0.5 * sinhc * z0[1] + slope * v1)
   e_s = scale * sinhc
   by_part = (  # dw / d(mu, h, a01, a10), each (component 0, component 1)
-    (z0[0] + s0, z0[1] + s1),
+    (fwd.w0, fwd.w1),
     (2.0 * h * d0 + e_s * z0[0], 2.0 * h * d1 - e_s * z0[1]),
     (a10 * d0 + e_s * z0[1], a10 * d1),
     (a01 * d0, a01 * d1 + e_s * z0[0]),
@@ -185,7 +172,6 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     done=jnp.zeros(num_pairs, bool),
     num_iter=jnp.zeros(num_pairs, jnp.int32),
   )
-
   state = run_blocks(
     lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol), state, max_iter, _BLOCK
   )

@@ -215,11 +215,6 @@ def _check_inputs(
       f'method="exact" solves one operator (psi [1, d, d]); psi has M={num_ops}. '
       'Use "fista" or "lm".'
     )
-  if method == "gauss_newton" and np.shape(psi)[-1] != 2:
-    raise ValueError(
-      'method="gauss_newton" solves 2-D codes (psi [M, 2, 2]); psi has '
-      f'd={np.shape(psi)[-1]}. Use "pgd" or "fista".'
-    )
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
   if not (isinstance(tol, (int, float, np.floating)) and 0 < tol < np.inf):

@@ -108,23 +108,38 @@ def _parts_2x2(psi):
   )
 
 
-def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
-  """``f`` of each pair for ``d = 2`` and, with ``with_grad``, its gradient.
+class _Forward2x2(NamedTuple):
+  """The closed form at ``c`` for ``d = 2`` (:func:`_forward_2x2`), each ``[P]``
+  (``parts``: ``[M]`` rows of :func:`_parts_2x2`)."""
+
+  parts: tuple
+  mu: jax.Array
+  h: jax.Array
+  a01: jax.Array
+  a10: jax.Array
+  scale: jax.Array  # e^mu
+  sinhc: jax.Array  # S(delta)
+  slope: list  # [S'(delta)] with with_slope, else []
+  v0: jax.Array  # B z0
+  v1: jax.Array
+  w0: jax.Array  # expm(A) z0
+  w1: jax.Array
+  r0: jax.Array  # residual w - z1
+  r1: jax.Array
+
+
+def _forward_2x2(index, coeffs, psi, z0, z1, *, with_slope):
+  """``w = expm(A) z0`` and the residual ``w - z1`` of each pair for ``d = 2``.
 
   With ``A = mu I + B``, ``B = [[h, a01], [a10, -h]]``, ``delta = h^2 + a01
-  a10``: ``w = expm(A) z0 = e^mu (C(delta) z0 + S(delta) B z0)``, the
-  residual ``w - z1`` computed as ``(w - z0) - (z1 - z0)``. The
-  gradient is the chain rule through ``mu, h, a01, a10`` (each linear in
-  ``c``), written out so that it costs a few dozen elementwise operations.
-
-  Returns:
-    ``f [P]`` and, with ``with_grad``, ``grad [M, P]``.
+  a10``: ``w = e^mu (C(delta) z0 + S(delta) B z0)``, the residual computed as
+  ``(w - z0) - (z1 - z0)``. ``with_slope`` adds ``S'`` for derivatives.
   """
   parts = _parts_2x2(psi)
   mu, h, a01, a10 = (_combine(p, coeffs) for p in parts)
 
   def transcendental(mu, delta):
-    functions = cosh_sinhc_slope(delta) if with_grad else _cosh_sinhc(delta)
+    functions = cosh_sinhc_slope(delta) if with_slope else _cosh_sinhc(delta)
     return (jnp.expm1(mu), cosh_minus_one(delta, functions[0])) + tuple(functions)
 
   scale_m1, cosh_m1, cosh, sinhc, *slope = _materialize(
@@ -138,8 +153,38 @@ def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
   shift = scale_m1 * cosh + cosh_m1
   s0 = shift * z0[0] + scale * sinhc * v0
   s1 = shift * z0[1] + scale * sinhc * v1
-  w0, w1 = z0[0] + s0, z0[1] + s1
-  g0, g1 = s0 - (z1[0] - z0[0]), s1 - (z1[1] - z0[1])  # df / dw
+  return _Forward2x2(
+    parts,
+    mu,
+    h,
+    a01,
+    a10,
+    scale,
+    sinhc,
+    slope,
+    v0,
+    v1,
+    z0[0] + s0,
+    z0[1] + s1,
+    s0 - (z1[0] - z0[0]),
+    s1 - (z1[1] - z0[1]),
+  )
+
+
+def _data_2x2(index, coeffs, psi, z0, z1, *, with_grad):
+  """``f`` of each pair for ``d = 2`` and, with ``with_grad``, its gradient.
+
+  ``f`` from :func:`_forward_2x2`; the gradient is the chain rule through
+  ``mu, h, a01, a10`` (each linear in ``c``), written out so that it costs a
+  few dozen elementwise operations.
+
+  Returns:
+    ``f [P]`` and, with ``with_grad``, ``grad [M, P]``.
+  """
+  fwd = _forward_2x2(index, coeffs, psi, z0, z1, with_slope=with_grad)
+  parts, mu, h, a01, a10 = fwd.parts, fwd.mu, fwd.h, fwd.a01, fwd.a10
+  scale, sinhc, slope, v0, v1 = fwd.scale, fwd.sinhc, fwd.slope, fwd.v0, fwd.v1
+  w0, w1, g0, g1 = fwd.w0, fwd.w1, fwd.r0, fwd.r1  # g = df / dw
   value = 0.5 * (g0 * g0 + g1 * g1)
   # The NaN beyond expm_small's range, as the other solvers see it.
   a00, a11 = mu + h, mu - h
