@@ -167,8 +167,9 @@ def _central_difference(fun, x, h=1e-6):
   return grad
 
 
-def test_transport_gradients_match_finite_differences():
-  num_ops, dim = 3, 3
+@pytest.mark.parametrize("dim", [2, 3])  # 2: the closed form (expm_2x2)
+def test_transport_gradients_match_finite_differences(dim):
+  num_ops = 3
   psi, coeffs, z0 = _random_inputs(5, num_ops, dim, (4,), (4,))
   weights = np.random.default_rng(6).standard_normal((4, dim))
   with jax.enable_x64(True):
@@ -190,6 +191,40 @@ def test_transport_gradients_match_finite_differences():
       fd = _central_difference(partial, x)
       assert grad.shape == x.shape
       np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_transport_2x2_rotations_and_degenerate_generators(dtype):
+  # d = 2 runs the closed form: exact for rotations of any angle (no norm
+  # limit), for nilpotent (delta = 0) and for real-eigenvalue generators.
+  with jax.enable_x64(dtype == jnp.float64):
+    angles = np.array([0.0, 1e-4, 0.7, np.pi, 40.0, 1e3])
+    rotation = jnp.asarray([[[0.0, -1.0], [1.0, 0.0]]], dtype)
+    out = np.asarray(
+      transport(
+        rotation, jnp.asarray(angles[:, None], dtype), jnp.asarray([1.0, 0.0], dtype)
+      )
+    )
+    expected = np.stack([np.cos(angles), np.sin(angles)], -1)
+    np.testing.assert_allclose(
+      out, expected, atol=1e-12 if dtype == jnp.float64 else 2e-4
+    )
+    psi = np.array(
+      [[[0.0, 1.0], [0.0, 0.0]], [[0.3, 0.0], [0.0, -1.2]], [[1.0, 2.0], [0.5, -0.3]]]
+    )
+    coeffs = np.array(
+      [[2.0, 0.0, 0.0], [0.0, 1.5, 0.0], [0.1, -0.4, 0.8], [0.0, 0.0, 3.0]]
+    )
+    z0 = np.array([0.3, -1.1])
+    out = np.asarray(
+      transport(
+        jnp.asarray(psi, dtype), jnp.asarray(coeffs, dtype), jnp.asarray(z0, dtype)
+      )
+    )
+    expected = np.stack([_scipy_transport(psi, c, z0) for c in coeffs])
+    np.testing.assert_allclose(
+      out, expected, rtol=1e-12 if dtype == jnp.float64 else 1e-5
+    )
 
 
 def test_jit_vmap_grad_composition_matches_loop():

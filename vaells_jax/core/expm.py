@@ -34,9 +34,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from vaells_jax.core.transport import check_finite
-
-__all__ = ["MAX_SQUARINGS", "expm_pairs", "expm_pairs_shift", "expm_small"]
+__all__ = ["MAX_SQUARINGS", "expm_2x2", "expm_pairs", "expm_pairs_shift", "expm_small"]
 
 MAX_SQUARINGS = 10  # ||A||_1 up to 2^9 = 512; beyond that the result is NaN.
 _THETA = 0.5
@@ -71,6 +69,8 @@ def expm_small(a, *, checked: bool = False):
   """
   result = _expm_small(a)
   if checked:
+    from vaells_jax.core.transport import check_finite  # transport imports this module
+
     check_finite(result, "expm_small", a=a, generator=a)
   return result
 
@@ -80,7 +80,7 @@ def _expm_small(a):
   a = jnp.asarray(a)
   norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
   if a.shape[-2:] == (2, 2):
-    result = _expm_2x2(a)
+    result = expm_2x2(a)
     overflow = norm > _THETA * 2.0**MAX_SQUARINGS
   else:
     result, overflow = _expm_taylor(a, norm)
@@ -270,8 +270,12 @@ def _cosh_sinhc_jvp(primals, tangents):
   return (cosh, sinhc), (0.5 * sinhc * tangent, slope * tangent)
 
 
-def _expm_2x2(a):
-  """Closed-form ``expm`` of ``[..., 2, 2]`` matrices (see the module docstring)."""
+def expm_2x2(a):
+  """Closed-form ``expm`` of ``[..., 2, 2]`` matrices (see the module docstring).
+
+  Exact to rounding for any finite ``a``: no norm limit (rotations stay
+  finite for any angle); entries overflow to inf only where ``expm(a)``
+  itself exceeds the dtype."""
   a00, a01, a10, a11 = a[..., 0, 0], a[..., 0, 1], a[..., 1, 0], a[..., 1, 1]
   half_diff = 0.5 * (a00 - a11)
   cosh, sinhc = _cosh_sinhc(half_diff * half_diff + a01 * a10)

@@ -151,9 +151,10 @@ def _safe_value_and_grad(coeffs, psi, z0, z1):
 def inference_objective(psi, coeffs, z0, z1, l1_weight):
   """The inference objective ``1/2 ||z1 - T_psi(c) z0||^2 + l1_weight ||c||_1``.
 
-  Evaluated with :func:`vaells_jax.core.transport` (``jax.scipy.linalg.expm``), like
-  every other use of the operators; the solver's inner loop uses
-  :func:`vaells_jax.expm_small`, equal to it within rounding.
+  Evaluated with :func:`vaells_jax.core.transport` (the closed form for ``d = 2``,
+  ``jax.scipy.linalg.expm`` otherwise), like every other use of the
+  operators; the solvers' inner loops use their own exponentials, equal to it
+  within rounding.
 
   Args:
     psi: operator dictionary, ``[M, d, d]``.

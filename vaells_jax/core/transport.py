@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import expm
 
+from vaells_jax.core.expm import expm_2x2
+
 __all__ = ["check_finite", "generator", "transport", "transport_path", "check_psi"]
 
 
@@ -132,9 +134,17 @@ def transport(psi, coeffs, z0, *, checked: bool = False):
   return result
 
 
+def _expm(a):
+  """``expm`` of ``[..., d, d]`` matrices: the closed form for ``d = 2``
+  (:func:`~vaells_jax.core.expm.expm_2x2`; a few dozen elementwise
+  operations where ``jax.scipy.linalg.expm`` runs a Pade approximant, an LU
+  solve and a squaring loop), ``jax.scipy.linalg.expm`` otherwise."""
+  return expm_2x2(a) if a.shape[-2:] == (2, 2) else expm(a)
+
+
 def _transport(psi, coeffs, z0):
   """``transport`` without the shape checks (for inner loops)."""
-  operator = expm(generator(psi, coeffs))
+  operator = _expm(generator(psi, coeffs))
   return jnp.einsum("...ij,...j->...i", operator, z0)
 
 
