@@ -3,7 +3,8 @@
 Its closed-form Jacobian against scipy's ``expm_frechet``, one step's trust
 region, and its results against ``"pgd"`` from the very same starts
 (``tests/test_pgd.py`` holds both solvers to scipy CG with the original's
-settings and to never ending above their start).
+settings, to never ending above their start, to recovering rotation angles,
+to jit/vmap and to the fallback of diverged starts).
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.config import Config
 from vaells_jax.core import gauss_newton as gn
 from vaells_jax.core.inference import solver_starts
-
-THETAS = np.linspace(-3.0, 3.0, 12)
-ROTATION = {"num_restarts": 4, "init_range": (-3.5, -1.75)}
 
 
 def _pairs(m, n, seed, noise=1e-3):
@@ -64,24 +62,6 @@ def test_jacobian_matches_scipy_frechet():
     for k in range(m):
       column = scipy.linalg.expm_frechet(a, psi[k], compute_expm=False) @ z0[:, i]
       np.testing.assert_allclose([j0[k, i], j1[k, i]], column, rtol=1e-8, atol=1e-10)
-
-
-def test_recovers_rotation_angle(rotation_psi):
-  result = infer_coefficients(
-    rotation_psi.astype(np.float32),
-    np.array([1.0, 0.0], np.float32),
-    np.stack([np.cos(THETAS), np.sin(THETAS)], -1).astype(np.float32),
-    l1_weight=1e-6,
-    key=jax.random.key(0),
-    method="gauss_newton",
-    **ROTATION,
-  )
-  np.testing.assert_allclose(np.asarray(result.coeffs)[:, 0], THETAS, atol=1e-3)
-  np.testing.assert_allclose(np.asarray(result.objective), 0.0, atol=1e-5)
-  assert np.all(np.asarray(result.converged))
-  # A rotation of up to 6 radians in steps of at most RADIUS, then a few
-  # Newton steps.
-  assert np.all(np.asarray(result.num_iter) < 30)
 
 
 def test_one_step_stays_in_the_trust_region():
@@ -128,46 +108,6 @@ def test_chunks_give_the_same_results():
   for a, b in zip(whole, chunked, strict=True):
     assert a.shape == b.shape
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
-
-
-def test_diverged_starts_fall_back_to_identity(rotation_psi):
-  # |rotation| has real eigenvalues: expm(1e9 A) overflows, the objective of
-  # every start is not finite (a rotation's stays finite at any angle).
-  result = infer_coefficients(
-    1e9 * np.abs(rotation_psi).astype(np.float32),
-    np.array([1.0, 0.0], np.float32),
-    np.stack([np.cos(THETAS), np.sin(THETAS)], -1).astype(np.float32),
-    l1_weight=1e-6,
-    key=jax.random.key(6),
-    method="gauss_newton",
-    **ROTATION,
-  )
-  np.testing.assert_array_equal(result.coeffs, 0.0)
-  assert not np.any(result.converged)
-
-
-def test_jit_and_vmap(rotation_psi):
-  psi = rotation_psi.astype(np.float32)
-  z0 = np.array([1.0, 0.0], np.float32)
-  stack = np.stack(
-    [np.stack([np.cos(t), np.sin(t)], -1) for t in (THETAS, THETAS[::-1])]
-  ).astype(np.float32)
-
-  def solve(z1):
-    return infer_coefficients(
-      psi,
-      z0,
-      z1,
-      l1_weight=1e-6,
-      key=jax.random.key(1),
-      method="gauss_newton",
-      **ROTATION,
-    )
-
-  batched = jax.jit(jax.vmap(solve))(stack)
-  for i in range(2):
-    alone = solve(stack[i])
-    np.testing.assert_allclose(batched.coeffs[i], alone.coeffs, atol=1e-5)
 
 
 def test_only_two_dimensional_codes():
