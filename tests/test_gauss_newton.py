@@ -123,3 +123,32 @@ def test_only_two_dimensional_codes():
     )
   with pytest.raises(ValueError, match="latent_dim=2"):
     Config(latent_dim=3, inference_method="gauss_newton")
+
+
+def test_a_pair_stops_only_where_no_damping_moves_it():
+  # tol = 0: pairs stop only when no trial lowers F. Where the most damped
+  # trial rounds back to c, a pair stops before its damping passes the
+  # give-up value; iterating on past that (done cleared, the damping still
+  # growing 1000-fold) must never move it.
+  n = 100
+  psi, z0, z1 = (jnp.asarray(a, jnp.float32) for a in _pairs(4, n, 3))
+  coeffs = solver_starts(jax.random.key(1), 1, 4, jnp.full(n, -2.5), jnp.full(n, 2.5))
+  coeffs = coeffs[0].T
+  l1 = jnp.full(n, 1e-4, jnp.float32)
+  z0, z1 = z0.T, z1.T
+  objective = gn._data(0, coeffs, psi, z0, z1) + l1 * jnp.sum(jnp.abs(coeffs), axis=0)
+  state = gn._State(
+    coeffs, objective, jnp.full(n, gn._START_DAMPING), jnp.full(n, jnp.inf),
+    jnp.zeros(n, bool), jnp.zeros(n, jnp.int32),
+  )  # fmt: skip
+  step = jax.jit(lambda s: gn._iterate(0, s, psi, z0, z1, l1, 0.0))
+  for _ in range(300):
+    state = step(state)
+  assert np.all(np.asarray(state.done))
+  early = np.asarray(state.damping) <= gn._GIVE_UP
+  assert early.sum() >= n // 2  # stopped by the rounding rule
+  stopped = state.coeffs
+  state = state._replace(done=jnp.zeros(n, bool))
+  for _ in range(4):
+    state = step(state)
+    np.testing.assert_array_equal(np.asarray(state.coeffs), np.asarray(stopped))

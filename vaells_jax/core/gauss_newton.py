@@ -31,9 +31,12 @@ local model in every direction at once:
   3); if none is lower, ``lambda`` grows 1000-fold. ``F`` never rises, so the
   last iterate is the best;
 * a pair stops once ``||q|| <= tol`` (the minimum-norm subgradient of ``F``,
-  zero exactly at a stationary point) or when no step lowers ``F`` at a
-  damping beyond ``10^6``; the loop ends when every pair has stopped (checked
-  every :data:`_BLOCK` iterations) or after ``max_iter`` iterations.
+  zero exactly at a stationary point) or when no trial lowers ``F`` and
+  either the damping is beyond ``10^6`` or the most damped trial rounds
+  back to ``c`` in every coefficient (a larger damping's shorter step would
+  too: the pair cannot move again); the loop ends when every pair has
+  stopped (checked every :data:`_BLOCK` iterations) or after ``max_iter``
+  iterations.
 
 Pairs lie on the last axis of every array, as in :mod:`vaells_jax.core.pgd`,
 whose closed-form ``f`` this module shares.
@@ -148,7 +151,8 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
   take = active & ok & (lowest < state.objective)
   chosen_scale = _pick(jnp.broadcast_to(scales, f_trial.shape), choice)
   damping = jnp.where(take, state.damping * chosen_scale / 3.0, state.damping * 1e3)
-  stuck = ~take & (state.damping > _GIVE_UP)
+  unmoved = jnp.all(trials[:, -1] == c, axis=0)
+  stuck = ~take & ((state.damping > _GIVE_UP) | unmoved)
   return _State(
     coeffs=jnp.where(take, _pick(jnp.moveaxis(trials, 1, 0), choice), c),
     objective=jnp.where(take, lowest, state.objective),
