@@ -65,7 +65,7 @@ def test_jacobian_matches_scipy_frechet():
 
 
 def test_one_step_stays_in_the_trust_region():
-  n = 200
+  n = 400
   psi, z0, z1 = (jnp.asarray(a) for a in _pairs(4, n, 1, noise=0.5))
   init = solver_starts(jax.random.key(0), 1, 4, jnp.full(n, -2.5), jnp.full(n, 2.5))
   l1 = jnp.full(n, 1e-4)

@@ -63,7 +63,7 @@ from vaells_jax.core.pgd import (
 
 __all__ = ["RADIUS", "solve_gauss_newton"]
 
-RADIUS = 0.5  # largest ||sum_m delta_m psi_m||_F of one step
+RADIUS = 1.0  # largest ||sum_m delta_m psi_m||_F of one step
 # Trial dampings per iteration, as multiples of the pair's lambda.
 _DAMPING = (0.1, 1.0, 10.0, 100.0)
 _START_DAMPING = 1e-2
