@@ -136,11 +136,7 @@ def test_a_pair_stops_only_where_no_damping_moves_it():
   coeffs = coeffs[0].T
   l1 = jnp.full(n, 1e-4, jnp.float32)
   z0, z1 = z0.T, z1.T
-  objective = gn._data(0, coeffs, psi, z0, z1) + l1 * jnp.sum(jnp.abs(coeffs), axis=0)
-  state = gn._State(
-    coeffs, objective, jnp.full(n, gn._START_DAMPING), jnp.full(n, jnp.inf),
-    jnp.zeros(n, bool), jnp.zeros(n, jnp.int32),
-  )  # fmt: skip
+  state = gn._initial_state(coeffs, psi, z0, z1, l1)
   step = jax.jit(lambda s: gn._iterate(0, s, psi, z0, z1, l1, 0.0))
   for _ in range(300):
     state = step(state)

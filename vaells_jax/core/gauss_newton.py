@@ -163,12 +163,12 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
   )
 
 
-def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
-  """The loop on one chunk: ``coeffs [M, P]``, ``z0, z1 [2, P]``, ``l1 [P]``."""
+def _initial_state(coeffs, psi, z0, z1, l1) -> _State:
+  """The loop's state at the starts ``coeffs [M, P]``."""
   num_pairs = z0.shape[-1]
   dtype = coeffs.dtype
   objective = _data(0, coeffs, psi, z0, z1) + l1 * jnp.sum(jnp.abs(coeffs), axis=0)
-  state = _State(
+  return _State(
     coeffs=coeffs,
     objective=jnp.where(jnp.isfinite(objective), objective, jnp.inf),
     damping=jnp.full(num_pairs, _START_DAMPING, dtype),
@@ -176,8 +176,15 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     done=jnp.zeros(num_pairs, bool),
     num_iter=jnp.zeros(num_pairs, jnp.int32),
   )
+
+
+def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
+  """The loop on one chunk: ``coeffs [M, P]``, ``z0, z1 [2, P]``, ``l1 [P]``."""
   state = run_blocks(
-    lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol), state, max_iter, _BLOCK
+    lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol),
+    _initial_state(coeffs, psi, z0, z1, l1),
+    max_iter,
+    _BLOCK,
   )
   return state.coeffs, state.num_iter, state.error
 
