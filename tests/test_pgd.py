@@ -15,6 +15,7 @@ import scipy.linalg
 
 from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.core import pgd
+from vaells_jax.core.gauss_newton import solve_gauss_newton
 from vaells_jax.core.inference import solver_starts
 from vaells_jax.core.reference import (
   frechet_gradient,
@@ -286,3 +287,38 @@ def test_map_chunks_is_the_whole_call(axis):
     chunked = pgd.map_chunks(fn, [a, b], chunk=8, axis=axis, mode=mode)
     for x, y in zip(whole, chunked, strict=True):
       np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize(
+  "method, dim, tol", [("pgd", 2, 1e-4), ("pgd", 3, 1e-4), ("gauss_newton", 2, 1e-6)]
+)
+def test_compacting_the_last_running_pairs_changes_nothing(
+  monkeypatch, method, dim, tol
+):
+  # run_blocks gathers the pairs still running into ever smaller arrays; each
+  # pair's iterations are elementwise, so only the rounding of another
+  # vectorisation could differ (float64 here, as in the chunk test above).
+  solve = {"pgd": pgd.solve_pgd, "gauss_newton": solve_gauss_newton}[method]
+  num_pairs = 128
+  sizes = pgd._compacted_sizes(num_pairs)
+  assert sizes == [64, 32, 16]
+  with jax.enable_x64(True):
+    psi, z0, z1 = (jnp.asarray(a) for a in _pairs(dim, 3, num_pairs, 7))
+    init = solver_starts(
+      jax.random.key(8), 1, 3, jnp.full(num_pairs, -2.5), jnp.full(num_pairs, 2.5)
+    )
+    l1 = jnp.full(num_pairs, 1e-5)
+
+    def run():  # a new function: traced again, with the patched sizes
+      return jax.jit(lambda *a: solve(*a, max_iter=300, tol=tol))(init, psi, z0, z1, l1)
+
+    compacted = run()
+    monkeypatch.setattr(pgd, "_compacted_sizes", lambda n: [])
+    whole = run()
+  iters = np.sort(np.asarray(whole[1]).ravel())[::-1]
+  # The last stage (16 pairs) ran: some pair went on past the first block
+  # boundary at which at most 16 were running.
+  boundary = 5 * -(-iters[sizes[-1]] // 5)
+  assert iters[0] > boundary
+  for a, b, rtol in zip(whole, compacted, (1e-9, 0, 1e-6), strict=True):
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12)

@@ -181,10 +181,11 @@ def _initial_state(coeffs, psi, z0, z1, l1) -> _State:
 def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
   """The loop on one chunk: ``coeffs [M, P]``, ``z0, z1 [2, P]``, ``l1 [P]``."""
   state = run_blocks(
-    lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol),
+    lambda i, s, z0, z1, l1: _iterate(i, s, psi, z0, z1, l1, tol),
     _initial_state(coeffs, psi, z0, z1, l1),
     max_iter,
     _BLOCK,
+    (z0, z1, l1),
   )
   return state.coeffs, state.num_iter, state.error
 

@@ -65,6 +65,7 @@ from vaells_jax.core.expm import (
 __all__ = ["CHUNK", "map_chunks", "run_blocks", "solve_columns", "solve_pgd"]
 
 CHUNK = 1024  # pairs per lax.map chunk (benchmarks/inference_scaling.py)
+_STAGES = 3  # times run_blocks gathers its running pairs into a smaller array
 # Trial steps per iteration, as multiples of the pair's step t: the longest
 # that passes the step test is taken and becomes the next t.
 _SCALES = (2.0, 1.0, 0.5, 0.25)
@@ -444,7 +445,11 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
   )
 
   state = run_blocks(
-    lambda i, s: _iterate(i, s, psi, z0, z1, l1, tol), state, max_iter, _BLOCK
+    lambda i, s, z0, z1, l1: _iterate(i, s, psi, z0, z1, l1, tol),
+    state,
+    max_iter,
+    _BLOCK,
+    (z0, z1, l1),
   )
   best = state.best
   if psi.shape[-1] > 2:
@@ -452,31 +457,74 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
   return best, state.num_iter, state.error
 
 
-def run_blocks(iterate, state, max_iter: int, block: int):
-  """``state = iterate(i, state)`` until ``max_iter`` iterations or every
-  pair has stopped (``state.done``), checked every ``block`` iterations.
+def run_blocks(iterate, state, max_iter: int, block: int, pairs=()):
+  """``state = iterate(i, state, *pairs)`` until ``max_iter`` iterations or
+  every pair has stopped (``state.done``), checked every ``block`` iterations.
 
   Blocks are a ``fori_loop`` (whose counter ``vmap`` leaves unbatched, so
   :func:`_materialize`'s conditional stays one) inside a ``while_loop``; a
   pair is frozen (marked done for ``iterate``) once it has run
   ``max_iter`` iterations, and a pair done before an iteration stays done.
+
+  The loop runs as long as its slowest pair, while most pairs stop far
+  earlier. So once no more pairs are running than half the array holds,
+  they are gathered (with ``pairs``: arrays with the pairs on their last
+  axis, as every field of ``state``) into an array of that size
+  (:func:`_compacted_sizes`), which goes on, and is scattered back at the
+  end. Each pair's iterations are elementwise, so the results do not
+  change (``tests/test_pgd.py``; on a training step's real pairs the same
+  to the bit, docs/benchmarks.md).
   """
 
-  def run_block(carry):
-    start, state = carry
+  def loop(start, state, pairs, running):
+    def run_block(carry):
+      start, state = carry
 
-    def body(i, state):
-      frozen = state._replace(done=state.done | (start + i >= max_iter))
-      new = iterate(i, frozen)
-      return new._replace(done=state.done | (new.done & ~frozen.done))
+      def body(i, state):
+        frozen = state._replace(done=state.done | (start + i >= max_iter))
+        new = iterate(i, frozen, *pairs)
+        return new._replace(done=state.done | (new.done & ~frozen.done))
 
-    return start + block, jax.lax.fori_loop(0, block, body, state)
+      return start + block, jax.lax.fori_loop(0, block, body, state)
 
-  return jax.lax.while_loop(
-    lambda carry: (carry[0] < max_iter) & ~jnp.all(carry[1].done),
-    run_block,
-    (0, state),
-  )[1]
+    return jax.lax.while_loop(
+      lambda carry: (
+        (carry[0] < max_iter) & (jnp.sum(~carry[1].done, axis=-1) > running)
+      ),
+      run_block,
+      (start, state),
+    )
+
+  def run(start, state, pairs, sizes):
+    if not sizes:
+      return loop(start, state, pairs, 0)
+    start, state = loop(start, state, pairs, sizes[0])
+    order = jnp.argsort(state.done, stable=True)[: sizes[0]]  # running pairs first
+    gather = lambda a: jnp.take(a, order, axis=-1)  # noqa: E731
+    start, rest = run(
+      start,
+      jax.tree_util.tree_map(gather, state),
+      jax.tree_util.tree_map(gather, pairs),
+      sizes[1:],
+    )
+    return start, jax.tree_util.tree_map(
+      lambda a, b: a.at[..., order].set(b), state, rest
+    )
+
+  return run(0, state, pairs, _compacted_sizes(state.done.shape[-1]))[1]
+
+
+def _compacted_sizes(num_pairs: int) -> list:
+  """The arrays :func:`run_blocks` gathers its running pairs into: each half
+  the last, rounded up to a multiple of 16 pairs (another vectorisation of
+  the tail of an array could round differently), at most :data:`_STAGES`."""
+  sizes = []
+  while len(sizes) < _STAGES:
+    size = -(-(sizes[-1] if sizes else num_pairs) // 32) * 16
+    if size >= (sizes[-1] if sizes else num_pairs):
+      break
+    sizes.append(size)
+  return sizes
 
 
 def _polish(coeffs, psi, z0, z1, l1):
