@@ -518,13 +518,10 @@ def _compacted_sizes(num_pairs: int) -> list:
   """The arrays :func:`run_blocks` gathers its running pairs into: each half
   the last, rounded up to a multiple of 16 pairs (another vectorisation of
   the tail of an array could round differently), at most :data:`_STAGES`."""
-  sizes = []
-  while len(sizes) < _STAGES:
-    size = -(-(sizes[-1] if sizes else num_pairs) // 32) * 16
-    if size >= (sizes[-1] if sizes else num_pairs):
-      break
+  sizes = [num_pairs]
+  while len(sizes) <= _STAGES and (size := -(-sizes[-1] // 32) * 16) < sizes[-1]:
     sizes.append(size)
-  return sizes
+  return sizes[1:]
 
 
 def _polish(coeffs, psi, z0, z1, l1):
