@@ -457,7 +457,7 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
   return best, state.num_iter, state.error
 
 
-def run_blocks(iterate, state, max_iter: int, block: int, pairs=()):
+def run_blocks(iterate, state, max_iter: int, block: int, pairs):
   """``state = iterate(i, state, *pairs)`` until ``max_iter`` iterations or
   every pair has stopped (``state.done``), checked every ``block`` iterations.
 
