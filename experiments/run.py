@@ -469,7 +469,27 @@ def _compilation_cache() -> None:
     os.path.expanduser("~"), ".cache", "vaells_jax", "jax"
   )
   jax.config.update("jax_compilation_cache_dir", folder)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def _cores_for_members(population: int) -> None:
+  """Gives a population's members this machine's cores: XLA runs a program's
+  loops on one core, so ``XLA_FLAGS`` gets one CPU device per core (as many as
+  divide the population), over which the population step splits its members
+  (``vaells_jax.training.population.member_devices``). An ``XLA_FLAGS`` that
+  sets the device count is left as it is. Called before jax starts."""
+  flags = os.environ.get("XLA_FLAGS", "")
+  if population < 2 or "xla_force_host_platform_device_count" in flags:
+    return
+  if hasattr(os, "sched_getaffinity"):
+    cores = len(os.sched_getaffinity(0))
+  else:
+    cores = os.cpu_count() or 1
+  count = max(n for n in range(1, min(cores, population) + 1) if population % n == 0)
+  if count > 1:
+    os.environ["XLA_FLAGS"] = (
+      f"{flags} --xla_force_host_platform_device_count={count}".strip()
+    )
 
 
 def main(argv=None) -> int:
@@ -525,6 +545,9 @@ def _main(argv=None) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  if not (config.data_parallel or os.environ.get("VAELLS_COORDINATOR")):
+    study = args.exp in STUDIES and not args.grid and config.population == 1
+    _cores_for_members(STUDY_POPULATION if study else config.population)
   _compilation_cache()
   problem = _join_processes(args)
   if problem:

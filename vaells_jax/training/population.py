@@ -90,7 +90,9 @@ def init_population(key, config: Config, data: SyntheticData) -> TrainState:
 _MEMBER_AXES = TrainState(step=None, params=0, opt_state=0)
 
 
-def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=None):
+def make_population_step(
+  config: Config, data_dim: int, mesh=None, vectorize=None, devices=None
+):
   """The jitted step of all members at once (same batch and key for each).
 
   ``vectorize=True``: ``jax.vmap`` of the training step over the state's
@@ -104,15 +106,80 @@ def make_population_step(config: Config, data_dim: int, mesh=None, vectorize=Non
   the faster: 49.8 against 64.7 ms (concentric), 20.4 against 26.2 ms
   (swiss roll) (docs/experiments.md, "Population training").
   Both compute the same function (``tests/test_population.py``).
+
+  ``devices``: the members are split evenly over these devices, each
+  stepping its share at the same time (``shard_map``); by default, without a
+  ``mesh``, over as many of this process's devices as divide the population
+  (:func:`member_devices`). On a CPU, XLA runs one program's loops on one
+  core; ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before jax
+  starts makes N devices of N cores (``experiments/run.py`` sets it).
   """
   if vectorize is None:
     vectorize = jax.default_backend() != "cpu"
+  if devices is None:
+    devices = member_devices(config.population) if mesh is None else ()
   model = Model.create(config, data_dim)
-  return PhasedStep(
-    lambda warmup: _all_members(train_step_fn(model, warmup), vectorize),
-    config.warmup_steps,
-    mesh,
+  if len(devices) < 2:
+    return PhasedStep(
+      lambda warmup: _all_members(train_step_fn(model, warmup), vectorize),
+      config.warmup_steps,
+      mesh,
+    )
+  if mesh is not None or config.population % len(devices):
+    raise ValueError(
+      f"the {config.population} members cannot be split evenly over "
+      f"{len(devices)} devices{' with a data-parallel mesh' if mesh else ''}"
+    )
+  spread = jax.sharding.Mesh(np.asarray(devices), ("members",))
+  shardings = jax.tree_util.tree_map(
+    lambda spec: jax.sharding.NamedSharding(spread, spec), _MEMBER_SPECS
   )
+  return PhasedStep(
+    lambda warmup: _split_members(
+      _all_members(train_step_fn(model, warmup), vectorize), spread
+    ),
+    config.warmup_steps,
+    place=lambda state: jax.device_put(state, shardings),
+  )
+
+
+def member_devices(population: int) -> tuple:
+  """The most of this process's devices over which ``population`` members
+  split evenly (one device: no split); none in a run across processes."""
+  if jax.process_count() > 1:
+    return ()
+  local = jax.local_devices()
+  count = max(n for n in range(1, len(local) + 1) if population % n == 0)
+  return tuple(local[:count])
+
+
+# A population state's layout over devices: members split, the counter on each.
+_MEMBER_SPECS = TrainState(
+  step=jax.sharding.PartitionSpec(),
+  params=jax.sharding.PartitionSpec("members"),
+  opt_state=jax.sharding.PartitionSpec("members"),
+)
+
+
+def _split_members(step, mesh):
+  """``step`` of all members, each device of ``mesh`` stepping its members."""
+  members, shared = jax.sharding.PartitionSpec("members"), jax.sharding.PartitionSpec()
+  return _shard_map(
+    step,
+    mesh=mesh,
+    in_specs=(_MEMBER_SPECS, shared, shared),
+    out_specs=(_MEMBER_SPECS, members),
+  )
+
+
+def _shard_map(f, **kwargs):
+  """``jax.shard_map`` without its replication check (the step counter is
+  the same on every device by construction), or its older experimental form."""
+  if hasattr(jax, "shard_map"):
+    return jax.shard_map(f, check_vma=False, **kwargs)
+  from jax.experimental.shard_map import shard_map
+
+  return shard_map(f, check_rep=False, **kwargs)
 
 
 def _all_members(step, vectorize: bool):
@@ -136,8 +203,15 @@ def _all_members(step, vectorize: bool):
 
 
 def member(state: TrainState, k: int) -> TrainState:
-  """Member ``k`` of a population state, as a single run's state."""
-  pick = lambda tree: jax.tree_util.tree_map(lambda a: a[k], tree)  # noqa: E731
+  """Member ``k`` of a population state, as a single run's state (on the
+  default device where the members were split over several)."""
+
+  def one(a):
+    where = getattr(a, "sharding", None)
+    spread = where is not None and not where.is_fully_replicated
+    return jnp.asarray(np.asarray(a[k])) if spread else a[k]
+
+  pick = lambda tree: jax.tree_util.tree_map(one, tree)  # noqa: E731
   return state.replace(params=pick(state.params), opt_state=pick(state.opt_state))
 
 

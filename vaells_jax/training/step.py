@@ -289,15 +289,20 @@ class PhasedStep:
   host: from the previous call's result without waiting for the device when
   the state is the one it returned, else from the device.
 
+  ``place(state) -> state``, when given, puts a state that this step did not
+  return where the programs expect it (e.g. a population's members over
+  several devices).
+
   Attributes:
     programs: the jitted functions, ``(warm-up, training)`` or ``(training,)``.
   """
 
-  def __init__(self, make_step, warmup_steps: int, mesh=None):
+  def __init__(self, make_step, warmup_steps: int, mesh=None, place=None):
     self.warmup_steps = warmup_steps
     train = jit_step(make_step(False), mesh)
     warm = (jit_step(make_step(True), mesh),) if warmup_steps else ()
     self.programs = (*warm, train)
+    self._place = place
     self._last = None  # (the last returned step counter, its value)
 
   def __call__(self, state, batch, key):
@@ -305,6 +310,7 @@ class PhasedStep:
       number = self._last[1]
     else:  # One process's copy: a multi-process state is not all addressable.
       number = int(np.asarray(state.step.addressable_data(0)))
+      state = state if self._place is None else self._place(state)
     program = self.programs[0 if number < self.warmup_steps else -1]
     new_state, metrics = program(state, batch, key)
     self._last = (new_state.step, number + 1)
