@@ -85,6 +85,28 @@ def test_help_lists_flags_and_config_keys_once_and_fast():
   )
 
 
+@pytest.mark.parametrize(
+  "population, cores, flags, added",
+  [
+    (8, 2, "", "--xla_force_host_platform_device_count=2"),
+    (8, 16, "--a=1", "--xla_force_host_platform_device_count=8"),
+    (6, 4, "", "--xla_force_host_platform_device_count=3"),
+    (5, 2, "", None),  # no count of at least 2 cores divides 5 members
+    (1, 2, "", None),
+    (8, 2, "--xla_force_host_platform_device_count=1", None),  # the user's
+  ],
+)
+def test_a_population_gets_a_cpu_device_per_core(
+  monkeypatch, population, cores, flags, added
+):
+  monkeypatch.setenv("XLA_FLAGS", flags)
+  monkeypatch.setattr(
+    run.os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False
+  )
+  run._cores_for_members(population)
+  assert run.os.environ["XLA_FLAGS"] == (f"{flags} {added}".strip() if added else flags)
+
+
 def test_summary_numbers_have_four_significant_digits():
   assert run._number(65.9039418650002) == "65.9"
   assert run._number(0.003245879819809729) == "0.003246"

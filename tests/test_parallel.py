@@ -1,7 +1,8 @@
-"""Data-parallel training on 4 (virtual CPU) devices equals 1-device training.
+"""Several (virtual CPU) devices: data-parallel training on 4 equals 1-device
+training; a population's members split over 2.
 
-Runs in a subprocess because the device count is fixed when jax starts:
-``XLA_FLAGS=--xla_force_host_platform_device_count=4``.
+Run in subprocesses because the device count is fixed when jax starts:
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``.
 """
 
 import os
@@ -61,6 +62,68 @@ def test_four_device_training_matches_one_device():
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "max abs difference" in result.stdout
+
+
+MEMBERS_SCRIPT = textwrap.dedent("""
+    import dataclasses, tempfile
+    import chex, jax, numpy as np
+    from vaells_jax.config import Config
+    from vaells_jax.data.synthetic import make_concentric
+    from vaells_jax.training import loop, population
+
+    devices = tuple(jax.devices())
+    assert len(devices) == 2, devices
+    assert population.member_devices(4) == devices
+    assert population.member_devices(3) == devices[:1]
+    data = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
+    config = Config(num_steps=6, batch_size=8, hidden=(16,), num_ops=2,
+                    inference_max_iter=10, log_every=3, checkpoint_every=2,
+                    population=4, select_at=1.0, warmup_steps=0)
+    split = population.make_population_step(config, data.data_dim)
+    alone = population.make_population_step(config, data.data_dim, devices=devices[:1])
+    start = population.init_population(jax.random.PRNGKey(0), config, data)
+    batch = {"x": data.x_train[:8], "label": data.labels_train[:8]}
+    key = jax.random.PRNGKey(5)
+    state, metrics = split(start, batch, key)
+    _, one_device = alone(start, batch, key)
+    for leaf in jax.tree_util.tree_leaves((state.params, state.opt_state)):
+      assert leaf.sharding.device_set == set(devices), leaf.sharding
+      assert not leaf.sharding.is_fully_replicated, leaf.sharding
+    # Member k's loss on its device (the members' losses differ by far more).
+    np.testing.assert_allclose(metrics["loss"], one_device["loss"], rtol=1e-3)
+    last = population.member(state, 3)
+    for leaf in jax.tree_util.tree_leaves(last):
+      assert leaf.sharding.device_set == {devices[0]}, leaf.sharding
+
+    quiet = dict(init=population.init_population, make_step=lambda *_: split,
+                 log=lambda line: None)
+    straight, _ = loop.train(config, data, tempfile.mkdtemp(), **quiet)
+    stopped = tempfile.mkdtemp()
+    loop.train(dataclasses.replace(config, num_steps=4), data, stopped, **quiet)
+    resumed, _ = loop.train(config, data, stopped, resume=True, **quiet)
+    chex.assert_trees_all_equal(jax.device_get(resumed), jax.device_get(straight))
+    try:
+      population.make_population_step(
+        dataclasses.replace(config, population=3), data.data_dim, devices=devices)
+      raise SystemExit("no error for 3 members on 2 devices")
+    except ValueError as e:
+      assert "cannot be split evenly over 2 devices" in str(e), e
+    print("members split")
+""")
+
+
+def test_population_members_split_over_two_devices():
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+  result = subprocess.run(
+    [sys.executable, "-c", MEMBERS_SCRIPT],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    cwd=ROOT,
+    env=env,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "members split" in result.stdout
 
 
 def test_data_parallel_on_one_device_is_the_plain_step(tmp_path):

@@ -203,16 +203,14 @@ def _all_members(step, vectorize: bool):
 
 
 def member(state: TrainState, k: int) -> TrainState:
-  """Member ``k`` of a population state, as a single run's state (on the
-  default device where the members were split over several)."""
-
-  def one(a):
-    where = getattr(a, "sharding", None)
-    spread = where is not None and not where.is_fully_replicated
-    return jnp.asarray(np.asarray(a[k])) if spread else a[k]
-
-  pick = lambda tree: jax.tree_util.tree_map(one, tree)  # noqa: E731
-  return state.replace(params=pick(state.params), opt_state=pick(state.opt_state))
+  """Member ``k`` of a population state, as a single run's state (moved to
+  the default device where the members were split over several)."""
+  pick = lambda tree: jax.tree_util.tree_map(lambda a: a[k], tree)  # noqa: E731
+  single = state.replace(params=pick(state.params), opt_state=pick(state.opt_state))
+  where = getattr(state.step, "sharding", None)
+  if isinstance(where, jax.sharding.NamedSharding) and "members" in where.mesh.shape:
+    single = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)), single)
+  return single
 
 
 def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> dict:
@@ -375,7 +373,11 @@ def train(
   pop_config = dataclasses.replace(config, num_steps=k)
   pop_step = make_population_step(pop_config, data.data_dim)
   if not selection_path.exists():
-    log(f"population of {config.population}: training to step {k}, then selecting")
+    spread = len(member_devices(config.population))
+    over = f" split over {spread} devices" if spread > 1 else ""
+    log(
+      f"population of {config.population}{over}: training to step {k}, then selecting"
+    )
     pop_state, pop_info = loop.train(
       pop_config,
       data,
