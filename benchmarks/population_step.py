@@ -3,9 +3,11 @@
 ``python benchmarks/population_step.py --base=swiss_roll --population=4``
 
 Compares, on the experiment's data and config (dictionary draw from the
-seed), the jitted step of ``--population`` members with ``jax.vmap`` over the
-member axis, the same with ``jax.lax.map`` (the CPU default of
-``vaells_jax.training.population``), and the single-run step. Compile time is
+seed), the jitted step of ``--population`` members on one device with
+``jax.vmap`` over the member axis and with ``jax.lax.map`` (the CPU default of
+``vaells_jax.training.population``), the ``lax.map`` step with the members
+split over one CPU device per core (as ``experiments/run.py`` runs it; the
+device count set as run.py sets it), and the single-run step. Compile time is
 left out: each step is run ``--warmup`` times first, then timed over
 ``--steps`` steps after ``block_until_ready``; the minimum of ``--repeats``
 timings is reported, in ms per step.
@@ -24,16 +26,15 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-from experiments.run import make_data  # noqa: E402
-from vaells_jax import api  # noqa: E402
-from vaells_jax.training import population  # noqa: E402
-from vaells_jax.training.guards import batch_indices  # noqa: E402
+from experiments.run import _cores_for_members, make_data  # noqa: E402
 
 
 def _time(step, state, data, config, warmup, steps, repeats) -> float:
+  import jax
+  import numpy as np
+
+  from vaells_jax.training.guards import batch_indices
+
   x = np.asarray(data.x_train, np.float32)
   labels = np.asarray(data.labels_train, np.int32)
   batches = [
@@ -68,6 +69,12 @@ def main(argv=None) -> dict:
   parser.add_argument("--steps", type=int, default=50)
   parser.add_argument("--repeats", type=int, default=3)
   args = parser.parse_args(argv)
+  _cores_for_members(args.population)  # before jax starts
+  import jax
+
+  from vaells_jax import api
+  from vaells_jax.training import population
+
   base = importlib.import_module(f"experiments.configs.{args.base}").get_config()
   config = dataclasses.replace(base, population=args.population, psi_seed=-1)
   data = make_data(args.base, config, None)
@@ -77,14 +84,15 @@ def main(argv=None) -> dict:
   timed = lambda step, state: _time(  # noqa: E731
     step, state, data, config, args.warmup, args.steps, args.repeats
   )
+  step = lambda vectorize, devices: population.make_population_step(  # noqa: E731
+    config, data.data_dim, vectorize=vectorize, devices=devices
+  )
+  one = jax.devices()[:1]
+  split = population.member_devices(args.population)
   rows = {
-    "vmap": timed(
-      population.make_population_step(config, data.data_dim, vectorize=True), members
-    ),
-    "lax.map": timed(
-      population.make_population_step(config, data.data_dim, vectorize=False),
-      members,
-    ),
+    "vmap": timed(step(True, one), members),
+    "lax.map": timed(step(False, one), members),
+    f"lax.map, split over {len(split)} devices": timed(step(False, split), members),
     "single": timed(
       api.MODELS["vaells"].make_step(config, data.data_dim, None), single
     ),
@@ -94,7 +102,7 @@ def main(argv=None) -> dict:
     f"({platform.processor() or platform.machine()}), jax {jax.__version__}"
   )
   for name, ms in rows.items():
-    print(f"  {name:8s} {ms:8.1f} ms/step")
+    print(f"  {name:32s} {ms:8.1f} ms/step")
   return rows
 
 
