@@ -53,14 +53,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-with warnings.catch_warnings():  # "JAXopt is no longer maintained": known, and
-  # this is the one module that imports it, so it can be swapped here.
-  warnings.filterwarnings(
-    "ignore", "JAXopt is no longer maintained", DeprecationWarning
-  )
-  import jaxopt
-  from jaxopt.prox import prox_lasso
-
 from vaells_jax.core.exact import solve_exact
 from vaells_jax.core.expm import expm_small
 from vaells_jax.core.gauss_newton import solve_gauss_newton
@@ -78,6 +70,21 @@ __all__ = [
   "infer_from_starts",
   "solver_starts",
 ]
+
+
+def _jaxopt():
+  """``(jaxopt, prox_lasso)``, imported on first use: the ``"fista"`` and
+  ``"lm"`` solvers need them, and importing jaxopt (with scipy.optimize)
+  takes about 0.4 s. This is the one module that imports jaxopt ("JAXopt is
+  no longer maintained": known), so it can be swapped here."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings(
+      "ignore", "JAXopt is no longer maintained", DeprecationWarning
+    )
+    import jaxopt
+    from jaxopt.prox import prox_lasso
+  return jaxopt, prox_lasso
+
 
 # Iterations when ``max_iter`` is not given: proximal-gradient iterations for
 # "fista" and "pgd", Gauss-Newton steps for "gauss_newton", Levenberg-Marquardt
@@ -551,7 +558,32 @@ def _infer_flat(psi, z0, z1, l1_weight, init, *, max_iter, tol, method):
   starts ``init [R, N, M]``; returns the best restart's results."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
   num_pairs = z0.shape[0]
+  if method in _COLUMN_SOLVERS:
+    coeffs, num_iter, error = _COLUMN_SOLVERS[method](
+      init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
+    )
+  else:
+    solve_one = _jaxopt_solver(psi, max_iter=max_iter, tol=tol, method=method)
+    coeffs, num_iter, error = _in_chunks(solve_one, init, z0, z1, l1_weight)
+  # A start outside expm_small's range gave the solver no gradient to follow.
+  error = jnp.where(jnp.isfinite(_data_term(init, psi, z0, z1)), error, jnp.inf)
+  objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
+  # A start that diverged (expm overflow) falls back to the identity path c=0.
+  failed = ~jnp.isfinite(objective)
+  coeffs = jnp.where(failed[..., None], 0.0, coeffs)
+  objective = jnp.where(failed, _data_term(coeffs, psi, z0, z1), objective)
+  error = jnp.where(failed, jnp.inf, error)
+  best = jnp.argmin(objective, axis=0)
+  pick = lambda a: jnp.take_along_axis(  # noqa: E731
+    a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0
+  )[0]
+  return (pick(coeffs), pick(objective), pick(num_iter), pick(error) <= tol)
 
+
+def _jaxopt_solver(psi, *, max_iter, tol, method):
+  """``solve_one(c0, z0, z1, l1) -> (coeffs, iterations, error)`` of one pair
+  with jaxopt: ``"fista"`` or ``"lm"`` (then a few proximal steps)."""
+  jaxopt, prox_lasso = _jaxopt()
   proximal = functools.partial(
     jaxopt.ProximalGradient,
     fun=_safe_value_and_grad,
@@ -596,22 +628,4 @@ def _infer_flat(psi, z0, z1, l1_weight, init, *, max_iter, tol, method):
       params, polished = polish.run(c1, lam, psi, a, b)
       return params, state.iter_num + polished.iter_num, polished.error
 
-  if method in _COLUMN_SOLVERS:
-    coeffs, num_iter, error = _COLUMN_SOLVERS[method](
-      init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
-    )
-  else:
-    coeffs, num_iter, error = _in_chunks(solve_one, init, z0, z1, l1_weight)
-  # A start outside expm_small's range gave the solver no gradient to follow.
-  error = jnp.where(jnp.isfinite(_data_term(init, psi, z0, z1)), error, jnp.inf)
-  objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
-  # A start that diverged (expm overflow) falls back to the identity path c=0.
-  failed = ~jnp.isfinite(objective)
-  coeffs = jnp.where(failed[..., None], 0.0, coeffs)
-  objective = jnp.where(failed, _data_term(coeffs, psi, z0, z1), objective)
-  error = jnp.where(failed, jnp.inf, error)
-  best = jnp.argmin(objective, axis=0)
-  pick = lambda a: jnp.take_along_axis(  # noqa: E731
-    a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0
-  )[0]
-  return (pick(coeffs), pick(objective), pick(num_iter), pick(error) <= tol)
+  return solve_one
