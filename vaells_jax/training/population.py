@@ -2,13 +2,14 @@
 
 ``config.population = K`` members start from the same networks and anchors
 and differ in their dictionary draw (``population_init="dictionary"``), or
-also in their networks (``"all"``); member 0 is exactly the single run (on
-one device: members split over several devices compute it in a program that
-rounds differently). They train in ONE jitted step over the leading member
-axis of the state (:func:`make_population_step`), on the same batches and
-keys, until ``select_at * num_steps``. Then every member is scored with
-signals that need no ground truth (:func:`selection_signals`), and the member
-with the best ``config.select_signal`` continues alone (:func:`member`).
+also in their networks (``"all"``); member 0 is the single run up to
+rounding (the members' program, mapped, vmapped or split over devices,
+rounds differently from the single run's). They train in ONE jitted step
+over the leading member axis of the state (:func:`make_population_step`),
+on the same batches and keys, until ``select_at * num_steps``. Then every
+member is scored with signals that need no ground truth
+(:func:`selection_signals`), and the member with the best
+``config.select_signal`` continues alone (:func:`member`).
 """
 
 from __future__ import annotations
