@@ -50,18 +50,23 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_four_device_training_matches_one_device():
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+def _run_on_devices(script: str, count: int) -> str:
+  """Runs ``script`` in a fresh python with ``count`` CPU devices; its stdout."""
+  flags = f"--xla_force_host_platform_device_count={count}"
   result = subprocess.run(
-    [sys.executable, "-c", SCRIPT],
+    [sys.executable, "-c", script],
     capture_output=True,
     text=True,
     timeout=600,
     cwd=ROOT,
-    env=env,
+    env={**os.environ, "XLA_FLAGS": flags},
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  assert "max abs difference" in result.stdout
+  return result.stdout
+
+
+def test_four_device_training_matches_one_device():
+  assert "max abs difference" in _run_on_devices(SCRIPT, 4)
 
 
 MEMBERS_SCRIPT = textwrap.dedent("""
@@ -113,17 +118,7 @@ MEMBERS_SCRIPT = textwrap.dedent("""
 
 
 def test_population_members_split_over_two_devices():
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-  result = subprocess.run(
-    [sys.executable, "-c", MEMBERS_SCRIPT],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    cwd=ROOT,
-    env=env,
-  )
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert "members split" in result.stdout
+  assert "members split" in _run_on_devices(MEMBERS_SCRIPT, 2)
 
 
 def test_data_parallel_on_one_device_is_the_plain_step(tmp_path):
