@@ -257,8 +257,9 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   subset = np.random.default_rng(config.seed).permutation(len(x))[:COVERAGE_POINTS]
   members = [member(state, k) for k in range(config.population)]
   latents = [np.asarray(encode(m.params, x[subset])) for m in members]
+  radii = tuple(COVERAGE_RADII.values())
   scores = [
-    _coverages(z, labels[subset], np.asarray(m.psi), config.seed, COVERAGE_RADII)
+    _coverages(z, labels[subset], np.asarray(m.psi), config.seed, radii)
     for z, m in zip(latents, members, strict=True)
   ]
   for i, name in enumerate(COVERAGE_RADII):
@@ -303,11 +304,11 @@ def latent_coverage(
   Returns:
     The score in ``[0, 1]``.
   """
-  return _coverages(latents, labels, psi, seed, {"": radius})[0]
+  return _coverages(latents, labels, psi, seed, (radius,))[0]
 
 
-def _coverages(latents, labels, psi, seed: int, radii: dict) -> list[float]:
-  """:func:`latent_coverage` at each of the ``radii`` values (one set of orbits)."""
+def _coverages(latents, labels, psi, seed: int, radii) -> list[float]:
+  """:func:`latent_coverage` at each of the ``radii`` (one set of orbits)."""
   latents, psi = np.asarray(latents, np.float64), np.asarray(psi, np.float64)
   op = psi[int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))]
   if not np.all(np.isfinite(op)) or not np.all(np.isfinite(latents)):
@@ -332,7 +333,7 @@ def _coverages(latents, labels, psi, seed: int, radii: dict) -> list[float]:
         orbit = flows @ points[i]  # [T, d]
         near = np.linalg.norm(points[:, None] - orbit[None], axis=-1).min(axis=1)
       near = np.nan_to_num(near, nan=np.inf)
-      for score, radius in zip(scores, radii.values(), strict=True):
+      for score, radius in zip(scores, radii, strict=True):
         score.append(np.mean(near <= radius * spacing))
   return [float(np.mean(score)) for score in scores]
 
