@@ -15,7 +15,6 @@ import time
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -52,6 +51,7 @@ METRICS_NAME = "metrics.jsonl"
 # Metrics that are state (counters, the current rate): logged as their last
 # value; every other metric is averaged over the steps since the last line.
 _LAST_VALUE = ("lr_psi", "psi_rejected", "net_skipped")
+_KEY_BLOCK = 256  # the steps' keys are made this many at a time
 
 
 def _duration(seconds: float) -> str:
@@ -125,8 +125,8 @@ def _batch_placement(mesh):
   step), so with several hosts each one supplies the rows of its own
   devices' shards.
   """
-  if mesh is None:
-    return jax.device_put
+  if mesh is None:  # the jitted step copies host arrays itself, for less
+    return lambda batch: batch
   split = NamedSharding(mesh, PartitionSpec("data"))
   return lambda batch: {
     k: jax.make_array_from_callback(v.shape, split, lambda i, v=v: v[i])
@@ -134,11 +134,17 @@ def _batch_placement(mesh):
   }
 
 
-@jax.jit
 def _accumulate(window, metrics):
-  return jax.tree_util.tree_map(
-    lambda a, b: a.astype(jnp.float32) + b.astype(jnp.float32), window, metrics
-  )
+  """``window + metrics`` summed in float32 on the host (a device program
+  here would wait for the step under way)."""
+  metrics = {k: np.asarray(v, np.float32) for k, v in metrics.items()}
+  return metrics if window is None else {k: window[k] + metrics[k] for k in window}
+
+
+@jax.jit
+def _fold_in_block(key, start, steps):
+  """``jax.random.fold_in(key, s)`` for each ``s`` in ``start + steps``."""
+  return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, start + steps)
 
 
 def _window_means(window, last, count: int) -> dict:
@@ -300,20 +306,28 @@ def train(
   start = last_time = time.perf_counter()
   compile_time, last_step = 0.0, first_step
   streak = None  # bad_streak of the previous step, read one step late
-  window = None  # metric sums since the last logged line, on the device
+  window = None  # metric sums since the last logged line, on the host
+  pending = None  # the previous step's metrics, summed once it has finished
   with deferred_signals() as signals, open(metrics_path, "a") as metrics_file:
     for step in range(first_step, config.num_steps):
+      if (step - first_step) % _KEY_BLOCK == 0:
+        keys = np.asarray(_fold_in_block(step_key, step, np.arange(_KEY_BLOCK)))
+      key = keys[(step - first_step) % _KEY_BLOCK]
       idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
       previous = state
       state, metrics = step_fn(
         state,
         place({"x": x[idx], "label": labels[idx]}),
-        jax.random.fold_in(step_key, step),
+        key if mesh is None else jax.device_put(key),
       )
-      # Reading the previous step's counter keeps the device one step ahead.
-      # A population stops when every member is failing.
+      # Only the previous step's results are read here (its metrics and
+      # counter, on the host), so the device runs the step just dispatched
+      # meanwhile. A population stops when every member is failing.
+      if pending is not None:
+        window = _accumulate(window, pending)
+      pending = metrics
       if streak is not None:
-        bad = int(np.min(streak))
+        bad = int(np.asarray(streak).min())
         if bad == 1:
           log(f"step {step}: non-finite loss; network step skipped, Psi step rejected")
         if bad >= config.max_bad_steps:
@@ -325,7 +339,6 @@ def train(
             f"{checkpoint_steps(workdir)})."
           )
       streak = state.bad_streak
-      window = metrics if window is None else _accumulate(window, metrics)
       if step == first_step:
         jax.block_until_ready(state)
         compile_time = time.perf_counter() - start
@@ -339,9 +352,10 @@ def train(
         progress(done, config.num_steps)
       if done % config.log_every == 0 or done == config.num_steps:
         now = time.perf_counter()
+        window = _accumulate(window, pending)
         metrics = _window_means(window, metrics, done - max(last_step, first_step))
         rate = (done - max(last_step, first_step + 1)) / max(now - last_time, 1e-9)
-        last_time, last_step, window = now, done, None
+        last_time, last_step, window, pending = now, done, None, None
         metrics_file.write(
           json.dumps({"step": done, **metrics, "steps_per_s": rate}) + "\n"
         )
