@@ -254,6 +254,15 @@ def test_whole_run_benchmark_quick_mode():
   assert 0 <= row["knn_class_accuracy"] <= 1
 
 
+def test_cold_start_benchmark_quick_mode():
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import cold_start
+
+  rows = cold_start.main(["--quick"])
+  assert [r["program"] for r in rows] == ["chain of 1 kernels", "chain of 10 kernels"]
+  assert all(r["warm_s"] > 0 and r["after_pause_s"] > 0 for r in rows)
+
+
 def test_inference_scaling_benchmark_quick_mode():
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import inference_scaling
