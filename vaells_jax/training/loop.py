@@ -125,8 +125,8 @@ def _batch_placement(mesh):
   step), so with several hosts each one supplies the rows of its own
   devices' shards.
   """
-  if mesh is None:  # the jitted step copies host arrays itself, for less
-    return lambda batch: batch
+  if mesh is None:  # as they are: the jitted step copies them in for less
+    return lambda batch: batch  # than jax.device_put takes
   split = NamedSharding(mesh, PartitionSpec("data"))
   return lambda batch: {
     k: jax.make_array_from_callback(v.shape, split, lambda i, v=v: v[i])
