@@ -340,8 +340,8 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
 # --- Numerical faults. -------------------------------------------------------
 
 
-def _poison(x):
-  return x.at[0, 0].set(jnp.nan)
+def _poison(x):  # the loop's batches are host arrays, the test's jax arrays
+  return jnp.asarray(x).at[0, 0].set(jnp.nan)
 
 
 def test_poisoned_batch_skips_the_step_and_training_goes_on():
