@@ -7,8 +7,8 @@ each after ``--pause`` seconds of a Python busy loop (``after pause``):
 each of ``--repeats`` rounds pauses, then calls the program 5 times; the
 first call is the paused one, the fifth the warm one (medians over rounds):
 
-* chains of ``n`` small dependent operations (an 8 x 8 ``dot`` and a
-  ``tanh``: ``n`` kernels): the cost of a program of ``n`` kernels;
+* chains of ``n`` links, each an 8 x 8 ``dot`` and a ``tanh`` (2 kernels
+  as XLA compiles them): what the kernels of a program cost;
 * the library's training step of ``--experiments`` at step 1000 (the state
   ``train_step.py`` times), with its inference at the config's iteration limit
   and at ``--max-iter=1``: the step without most of its solver.
@@ -65,7 +65,8 @@ def warm_and_paused(fn, repeats: int, pause: float, run: int = 5) -> tuple:
 
 
 def chain(n: int):
-  """A jitted program of ``n`` dependent kernels, and its argument."""
+  """A jitted chain of ``n`` dot-and-tanh links (``2 n`` kernels), and its
+  argument."""
   w = 0.5 * jnp.eye(8)
 
   def f(x):
@@ -93,7 +94,7 @@ def main(argv=None) -> list[dict]:
   parser.add_argument("--repeats", type=int, default=20)
   parser.add_argument("--pause", type=float, default=0.2)
   parser.add_argument(
-    "--quick", action="store_true", help="chains of 1 and 10, no step (CI)"
+    "--quick", action="store_true", help="chains of 1 and 10 links, no step (CI)"
   )
   args = parser.parse_args(argv)
   if args.quick:
@@ -106,7 +107,7 @@ def main(argv=None) -> list[dict]:
   for n in [int(c) for c in args.chains.split(",") if c]:
     fn, x = chain(n)
     times = warm_and_paused(lambda fn=fn, x=x: fn(x), args.repeats, args.pause)
-    rows.append((f"chain of {n} kernels", *times))
+    rows.append((f"chain of {n} links ({2 * n} kernels)", *times))
   for name in [e for e in args.experiments.split(",") if e]:
     for max_iter in (None, 1):
       label = f"{name} step (step 1000{', --max-iter=1' if max_iter else ''})"

@@ -123,7 +123,7 @@ def max_difference(a: dict, b: dict) -> tuple[float, float, str]:
   return worst
 
 
-def _archive(rev: str, folder: pathlib.Path) -> pathlib.Path:
+def archive_revision(rev: str, folder: pathlib.Path) -> pathlib.Path:
   """Extracts revision ``rev`` of this repository into ``folder``."""
   archive = subprocess.run(
     ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True
@@ -148,7 +148,7 @@ def main(argv=None) -> None:
     if args.against:
       folder = pathlib.Path(tmp) / "against"
       folder.mkdir()
-      trees = {args.against: _archive(args.against, folder), **trees}
+      trees = {args.against: archive_revision(args.against, folder), **trees}
     print(f"load average {os.getloadavg()[0]:.2f} at start", flush=True)
     first = None
     for r in range(args.repeats):

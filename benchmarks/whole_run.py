@@ -8,11 +8,16 @@ compilation, training and evaluation. The original code's time for the same
 run is estimated as ``steps x`` its measured step time (``train_step.py``
 times both steps in one run; pass those step times with ``--cg-step-ms``).
 
+``--against=REV`` also runs git revision ``REV`` (extracted with ``git
+archive``), alternating the two trees run by run, so that a shared machine's
+load falls on both alike.
+
 Usage::
 
     python benchmarks/whole_run.py                       # concentric, swiss_roll
     python benchmarks/whole_run.py --quick               # 50 steps each (CI)
     python benchmarks/whole_run.py --experiments=concentric --seeds=0,1,2
+    python benchmarks/whole_run.py --against=9a736b4 --repeats=3
 """
 
 from __future__ import annotations
@@ -26,13 +31,18 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from eval_time import archive_revision  # noqa: E402
 
 
-def run_one(exp: str, seed: int, workdir: pathlib.Path, extra: list[str]) -> dict:
-  """Runs one experiment; returns its timings and headline metrics."""
+def run_one(
+  exp: str, seed: int, workdir: pathlib.Path, extra: list[str], root=ROOT
+) -> dict:
+  """Runs one experiment with the code of the tree ``root``; returns its
+  timings and headline metrics."""
   command = [
     sys.executable,
-    str(ROOT / "experiments" / "run.py"),
+    str(root / "experiments" / "run.py"),
     f"--exp={exp}",
     f"--workdir={workdir}",
     f"--config.seed={seed}",
@@ -78,6 +88,8 @@ def main(argv=None) -> list[dict]:
     "train_step.py, for the estimated original run time",
   )
   parser.add_argument("--json", default=None, help="also write results here")
+  parser.add_argument("--against", help="git revision to alternate with")
+  parser.add_argument("--repeats", type=int, default=1, help="runs of each seed")
   args = parser.parse_args(argv)
   extra = ["--config.num_steps=50", "--config.warmup_steps=10"] if args.quick else []
   cg_ms = (
@@ -87,16 +99,24 @@ def main(argv=None) -> list[dict]:
   )
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
+    trees = {"current": ROOT}
+    if args.against:
+      folder = pathlib.Path(tmp) / "against"
+      folder.mkdir()
+      trees = {args.against: archive_revision(args.against, folder), **trees}
     for exp in args.experiments.split(","):
       for seed in (int(s) for s in args.seeds.split(",")):
-        rows.append(run_one(exp, seed, pathlib.Path(tmp) / f"{exp}_{seed}", extra))
-        print(json.dumps(rows[-1]), flush=True)
+        for _ in range(args.repeats):
+          for name, tree in trees.items():
+            workdir = pathlib.Path(tmp) / f"{exp}_{seed}"
+            rows.append({"tree": name, **run_one(exp, seed, workdir, extra, tree)})
+            print(json.dumps(rows[-1]), flush=True)
   print()
   print(
-    "| experiment | seed | steps | command wall s | compile s | training s "
+    "| tree | experiment | seed | steps | command wall s | compile s | training s "
     "| evaluation s | knn acc. | original code, estimated |"
   )
-  print("|---|---|---|---|---|---|---|---|---|")
+  print("|---|---|---|---|---|---|---|---|---|---|")
   for r in rows:
     estimate = (
       f"{r['steps'] * float(cg_ms[r['experiment']]) / 3.6e6:.1f} h"
@@ -104,7 +124,7 @@ def main(argv=None) -> list[dict]:
       else "–"
     )
     print(
-      f"| {r['experiment']} | {r['seed']} | {r['steps']} | "
+      f"| {r['tree']} | {r['experiment']} | {r['seed']} | {r['steps']} | "
       f"{r['command_wall_s']:.0f} | {r['compile_s']:.0f} | "
       f"{r['training_s']:.0f} | {r['evaluation_s']:.0f} | "
       f"{r['knn_class_accuracy']:.2f} | {estimate} |"

@@ -259,7 +259,10 @@ def test_cold_start_benchmark_quick_mode():
   import cold_start
 
   rows = cold_start.main(["--quick"])
-  assert [r["program"] for r in rows] == ["chain of 1 kernels", "chain of 10 kernels"]
+  assert [r["program"] for r in rows] == [
+    "chain of 1 links (2 kernels)",
+    "chain of 10 links (20 kernels)",
+  ]
   assert all(r["warm_s"] > 0 and r["after_pause_s"] > 0 for r in rows)
 
 
