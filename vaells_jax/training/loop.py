@@ -310,9 +310,10 @@ def train(
   pending = None  # the previous step's metrics, summed once it has finished
   with deferred_signals() as signals, open(metrics_path, "a") as metrics_file:
     for step in range(first_step, config.num_steps):
-      if (step - first_step) % _KEY_BLOCK == 0:
+      in_block = (step - first_step) % _KEY_BLOCK
+      if in_block == 0:
         keys = np.asarray(_fold_in_block(step_key, step, np.arange(_KEY_BLOCK)))
-      key = keys[(step - first_step) % _KEY_BLOCK]
+      key = keys[in_block]
       idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
       previous = state
       state, metrics = step_fn(
