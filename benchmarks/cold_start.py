@@ -18,8 +18,9 @@ conditionals, loops) each program runs per call, from a ``jax.profiler``
 trace, and for the steps splits them into the inference loop, the rest of
 the inference (starts, anchors, choice of the best start) and the rest of the
 step. A straight line through the chains' times after the pause (a fixed
-cost plus a cost per kernel) predicts each step's: the step's time after a
-pause is its kernel count.
+cost plus a cost per kernel) prices each program as if every kernel it runs
+ran cold; a step's loop reruns the same kernels, which then cost about what
+they cost warm (docs/benchmarks.md, "What bounds the interleaved step").
 
 Usage::
 
