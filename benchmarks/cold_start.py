@@ -49,6 +49,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import original_method as om  # noqa: E402  (first: pins BLAS threads)
+from loop_ops import hlo_computations  # noqa: E402
 
 # isort: split
 
@@ -99,28 +100,26 @@ def _part_of(hlo: str) -> dict:
   ``"inference loop"`` (inside a ``while`` of ``_infer_flat``), the
   ``"inference, outside its loop"`` (its own or a calling instruction's
   ``op_name`` names ``_infer_flat`` or ``solver_starts``), else ``"rest"``."""
-  computation, caller, lines = None, {}, {}
-  for line in hlo.splitlines():
-    header = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
-    if header:
-      computation = header.group(1)
-      continue
-    match = _INSTRUCTION.match(line)
-    if not match or computation is None:
-      continue
-    lines[match.group(1)] = (computation, line)
-    called = _CALLS.findall(line)
-    branches = re.search(r"branch_computations=\{([^}]*)\}", line)
-    if branches:
-      called += [b.strip().lstrip("%") for b in branches.group(1).split(",")]
-    for name in called:
-      caller[name] = line
+  where, caller = {}, {}  # instruction -> (computation, line); callee -> line
+  for computation, body in hlo_computations(hlo).items():
+    for line in body:
+      match = _INSTRUCTION.match(line)
+      if not match:
+        continue
+      where[match.group(1)] = (computation, line)
+      called = _CALLS.findall(line)
+      branches = re.search(r"branch_computations=\{([^}]*)\}", line)
+      if branches:
+        called += [b.strip().lstrip("%") for b in branches.group(1).split(",")]
+      for name in called:
+        caller[name] = line
 
-  def part(line: str) -> str:
+  def part(computation: str, line: str) -> str:
     context = [line]
-    while (computation := lines[_INSTRUCTION.match(line).group(1)][0]) in caller:
+    while computation in caller:
       line = caller[computation]
       context.append(line)
+      computation = where[_INSTRUCTION.match(line).group(1)][0]
     if any(" while(" in c and "_infer_flat" in _op_name(c) for c in context[1:]):
       return "inference loop"
     names = [_op_name(c) for c in context]
@@ -128,20 +127,21 @@ def _part_of(hlo: str) -> dict:
       return "inference, outside its loop"
     return "rest"
 
-  return {name: part(line) for name, (_, line) in lines.items()}
+  return {name: part(*place) for name, place in where.items()}
 
 
 def executed_kernels(program, args, calls: int = 3) -> collections.Counter:
   """Kernels (thunks) XLA:CPU runs per call of the jitted ``program(*args)``,
   by part (:func:`_part_of`), from a ``jax.profiler`` trace of ``calls``
-  calls."""
-  parts = _part_of(program.lower(*args).compile().as_text())
-  jax.block_until_ready(program(*args))
+  calls of its compiled executable (whose HLO names the trace's events)."""
+  compiled = program.lower(*args).compile()
+  parts = _part_of(compiled.as_text())
+  jax.block_until_ready(compiled(*args))
   counts = collections.Counter()
   with tempfile.TemporaryDirectory() as folder:
     with jax.profiler.trace(folder):
       for _ in range(calls):
-        jax.block_until_ready(program(*args))
+        jax.block_until_ready(compiled(*args))
     (trace,) = pathlib.Path(folder).glob("plugins/profile/*/*.trace.json.gz")
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
   for event in events:

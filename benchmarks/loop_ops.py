@@ -40,7 +40,7 @@ _FREE = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
 _INSTRUCTION = re.compile(r"\s+(?:ROOT )?%[\w.\-]+ = (?:\([^=]*\)|\S+) ([\w\-]+)\(")
 
 
-def _computations(hlo: str) -> dict:
+def hlo_computations(hlo: str) -> dict:
   """``{name: [instruction lines]}`` of an HLO module's text."""
   computations, current = {}, None
   for line in hlo.splitlines():
@@ -85,7 +85,7 @@ def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST, **overrides) -> dict:
     raise ValueError(f"{name}: no inference loop in the compiled step")
   body = re.search(r"body=%?([\w.\-]+)", loops[0]).group(1)
   counts = collections.Counter()
-  count_ops(_computations(hlo), body, counts)
+  count_ops(hlo_computations(hlo), body, counts)
   return {"experiment": name, "total": sum(counts.values()), **counts}
 
 

@@ -328,6 +328,7 @@ def train(
         window = _accumulate(window, pending)
       pending = metrics
       if streak is not None:
+        # On the host: np.min would call jax's min, a device program.
         bad = int(np.asarray(streak).min())
         if bad == 1:
           log(f"step {step}: non-finite loss; network step skipped, Psi step rejected")
