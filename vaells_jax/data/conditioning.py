@@ -1,0 +1,96 @@
+"""The user's units and the units a model trains in: ``x' = (x - shift) / scale``.
+
+:func:`vaells_jax.fit` trains on data centred and scaled by one number to the
+spread of the paper's synthetic sets (:data:`TARGET_RMS`), so its outcome
+does not depend on how the user's data are shifted or scaled; the trained
+model maps every input and output back (docs/fit.md). One scale for all
+features keeps the data's geometry (distances up to a factor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+
+from vaells_jax.data.files import atomic_write_text
+
+__all__ = ["INPUT_MAP_NAME", "TARGET_RMS", "InputMap"]
+
+INPUT_MAP_NAME = "input_map.json"  # where a run saves its InputMap
+# Root mean square distance of the points from their mean: the concentric
+# and swiss-roll experiments' data have 1.9-2.1 and 2.3-2.7.
+TARGET_RMS = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class InputMap:
+  """``to_model(x) = (x - shift) / scale`` and its inverse ``to_user``.
+
+  Attributes:
+    shift: ``[D]``, the data's mean.
+    scale: a positive number (the same for every feature).
+  """
+
+  shift: np.ndarray
+  scale: float
+
+  @classmethod
+  def of(cls, x) -> InputMap:
+    """The map that centres ``x [N, D]`` and scales it to :data:`TARGET_RMS`
+    (a scale of 1 for data that are all one point)."""
+    x = np.asarray(x, np.float64)
+    shift = x.mean(axis=0)
+    rms = float(np.sqrt(np.mean(np.sum((x - shift) ** 2, axis=-1))))
+    return cls(shift, rms / TARGET_RMS if rms > 0 else 1.0)
+
+  def to_model(self, x):
+    """User units to the model's: ``(x - shift) / scale``."""
+    return (x - self.shift.astype(np.float32)) / np.float32(self.scale)
+
+  def to_user(self, y):
+    """The model's units to the user's: ``y * scale + shift``."""
+    return y * np.float32(self.scale) + self.shift.astype(np.float32)
+
+  def user_data(self, data):
+    """A :class:`~vaells_jax.data.synthetic.SyntheticData` in the model's
+    units, in the user's (points, anchors, manifold and noise level)."""
+
+    def back(a):
+      return None if a is None else np.asarray(a, np.float64) * self.scale + self.shift
+
+    return dataclasses.replace(
+      data,
+      x_train=back(data.x_train),
+      x_test=back(data.x_test),
+      anchors=back(data.anchors),
+      manifold=back(data.manifold),
+      noise_std=data.noise_std * self.scale,
+    )
+
+  def model_data(self, data):
+    """The inverse of :meth:`user_data`."""
+    inverse = InputMap(-self.shift / self.scale, 1.0 / self.scale)
+    return inverse.user_data(data)
+
+  def save(self, path) -> None:
+    """Writes the map as JSON (atomically)."""
+    text = json.dumps({"shift": self.shift.tolist(), "scale": self.scale})
+    atomic_write_text(path, text)
+
+  @classmethod
+  def load(cls, path) -> InputMap:
+    """Reads a map :meth:`save` wrote.
+
+    Raises:
+      ValueError: the file is not such a map.
+    """
+    try:
+      saved = json.loads(open(path).read())
+      shift, scale = np.asarray(saved["shift"], np.float64), float(saved["scale"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise ValueError(f"{path} is not an input map: {e}") from e
+    if shift.ndim != 1 or not np.all(np.isfinite(shift)) or not scale > 0:
+      raise ValueError(f"{path} is not an input map (bad shift or scale).")
+    return cls(shift, scale)
