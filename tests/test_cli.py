@@ -173,17 +173,30 @@ def test_summary_md_directions_references_and_marks(tmp_path):
 
 def test_short_run_marks_its_structure_metrics(tmp_path, monkeypatch):
   """train_and_evaluate's bookkeeping, with training and evaluation faked."""
+  import dataclasses
   import types
 
   from vaells_jax.data.synthetic import make_concentric
   from vaells_jax.evaluation import synthetic_report
   from vaells_jax.runs import runner
+  from vaells_jax.runs.verdict import THRESHOLDS
+
+  @dataclasses.dataclass
+  class Trained:
+    verdict: dict | None = None
 
   config = Config(num_steps=3, warmup_steps=5, hidden=(8,))
   state = types.SimpleNamespace(net_skipped=0)
   monkeypatch.setattr(runner, "train", lambda *a, **k: (state, {"steps": 3}))
-  entry = types.SimpleNamespace(summary=lambda s: {}, trained=lambda c, s, d: None)
+  entry = types.SimpleNamespace(summary=lambda s: {}, trained=lambda c, s, d: Trained())
   monkeypatch.setitem(runner.MODELS, "vaells", entry)
+  said = {
+    "verdict": "not learned",
+    "reasons": ["r"],
+    "signals": {},
+    "thresholds": THRESHOLDS,
+  }
+  monkeypatch.setattr(runner, "verdict", lambda trained, seed: said)
 
   def report(trained, workdir, summary, log=None):
     metrics = {"knn_class_accuracy": 1.0, "orbit_coverage": 0.5}
@@ -203,3 +216,4 @@ def test_short_run_marks_its_structure_metrics(tmp_path, monkeypatch):
   assert "| orbit_coverage | 0.5 (_not meaningful_) |" in text
   assert "| knn_class_accuracy | 1 | higher |" in text
   assert '"not_meaningful"' in (tmp_path / "summary.json").read_text()
+  assert text.startswith("# VAELLS run summary\n\n## Verdict: **not learned**")

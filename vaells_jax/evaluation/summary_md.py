@@ -78,6 +78,7 @@ METRIC_GUIDE = {
   "operator_reach_digits": ("-", "held-out digits of the operator reach"),
   "psi_rejected_steps": ("-", "Psi steps refused by the accept/reject rule"),
   "net_skipped_steps": ("lower", "non-finite steps skipped; 0 expected"),
+  "resumed_from_step": ("-", "0: trained from the start"),
 }
 
 
@@ -89,8 +90,46 @@ def _cell(value) -> str:
   return str(value)
 
 
+def _verdict_lines(verdict) -> list[str]:
+  """The verdict, its reasons and its signals against their thresholds."""
+  limits = verdict["thresholds"]
+  rows = {
+    "latent_coverage": f">= {limits['coverage_learned']} learned, "
+    f"< {limits['coverage_low']} not learned",
+    "reconstruction_error": f"<= {limits['reconstruction_error_max']}",
+    "operator_norm": f"<= {limits['operator_norm_max']}",
+  }
+  lines = [f"## Verdict: **{verdict['verdict']}**", ""]
+  lines += [f"- {reason}" for reason in verdict["reasons"]]
+  lines += ["", "| signal | value | threshold |", "|---|---|---|"]
+  for name, value in verdict["signals"].items():
+    lines.append(f"| {name} | {_cell(value)} | {rows.get(name, '-')} |")
+  return lines + [""]
+
+
+def _members_lines(population) -> list[str]:
+  """The population's members: their signals at the selection, the one kept."""
+  signals = population["signals"]
+  names = [n for n in signals if n != "log_q"]
+  kept = population["selected_member"]
+  lines = [
+    f"## Population: member {kept} kept at step {population['select_step']} "
+    f"(by {population['signal']})",
+    "",
+    f"{population['selection_reason']}.",
+    "",
+    "| member | " + " | ".join(names) + " | kept |",
+    "|---" * (len(names) + 2) + "|",
+  ]
+  for k in range(len(signals[names[0]])):
+    cells = " | ".join(_cell(float(signals[n][k])) for n in names)
+    lines.append(f"| {k} | {cells} | {'**yes**' if k == kept else ''} |")
+  return lines + [""]
+
+
 def write_markdown(workdir, numbers, cfg, figures=()):
-  """Writes ``summary.md``: the numbers as a table, then the figures present
+  """Writes ``summary.md``: the verdict and the population's members where
+  the run has them, the numbers as a table, then the figures present
   (``figures``: ``(file name, caption)`` pairs).
 
   Each metric says which direction is better and what it is read against
@@ -98,15 +137,27 @@ def write_markdown(workdir, numbers, cfg, figures=()):
   """
   doubtful = set(numbers.get("not_meaningful", ()))
   lines = ["# VAELLS run summary", ""]
+  if "verdict" in numbers:
+    lines += _verdict_lines(numbers["verdict"])
+  population = numbers.get("population")
+  if population:
+    lines += _members_lines(population)
   if doubtful:
     lines += [
       "**The run ended before Psi learning started: the metrics marked "
       "_not meaningful_ measure the operators' random start.**",
       "",
     ]
-  lines += ["| metric | value | better | reference |", "|---|---|---|---|"]
+  lines += [
+    "## Metrics",
+    "",
+    "| metric | value | better | reference |",
+    "|---|---|---|---|",
+  ]
   for key, value in numbers.items():
-    if key == "not_meaningful":
+    if key in ("not_meaningful", "verdict", "population"):
+      continue
+    if key == "resumed_from_step" and population:  # the kept member's start
       continue
     better, reference = METRIC_GUIDE.get(key, ("", ""))
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 
 import jax
@@ -147,6 +148,40 @@ def make_population_step(
   )
 
 
+def claim_cores(population: int) -> str | None:
+  """Gives a population one CPU device per core (as many as divide it), so
+  the step splits its members over the cores: XLA runs a program's loops on
+  one core. Works only before jax's backends start (the first computation;
+  importing jax is fine); an ``XLA_FLAGS`` or ``jax_num_cpu_devices`` that
+  sets the count is left as it is.
+
+  Returns:
+    None, or a sentence saying why the members stay on fewer devices than
+    cores.
+  """
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+  count = max(n for n in range(1, min(cores, population) + 1) if population % n == 0)
+  if count < 2 or jax.distributed.is_initialized():
+    return None
+  from jax._src import xla_bridge
+
+  if xla_bridge.backends_are_initialized():
+    if len(member_devices(population)) >= count:
+      return None
+    return (
+      f"the population's {population} members run on one device: jax had "
+      f"started before training, so its {cores} CPU cores could not be given "
+      f"devices (call vaells_jax.fit before any other jax computation, or set "
+      f"XLA_FLAGS=--xla_force_host_platform_device_count={count})"
+    )
+  if (
+    "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
+    and jax.config.jax_num_cpu_devices < 0
+  ):
+    jax.config.update("jax_num_cpu_devices", count)
+  return None
+
+
 def member_devices(population: int) -> tuple:
   """The most of this process's devices over which ``population`` members
   split evenly (one device: no split); none in a run across processes."""
@@ -228,7 +263,10 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
     signal);
   * ``loss``, ``log_p``, ``log_q``, ``recon``: the loss and its terms, averaged
     over :data:`SIGNAL_BATCHES` training batches (fixed by the seed), as the
-    step computes them (the parameters are not updated).
+    step computes them (the parameters are not updated);
+  * ``latent_coverage``, ``latent_coverage_wide`` (:func:`latent_coverage`);
+  * ``operator_norm``: the largest Frobenius norm of the member's operators
+    (a member above :data:`OPERATOR_NORM_LIMIT` blew up and is not kept).
 
   Args:
     state: the population's state, ``[K, ...]`` leaves.
@@ -264,6 +302,8 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   ]
   for i, name in enumerate(COVERAGE_RADII):
     signals[name] = [member_scores[i] for member_scores in scores]
+  norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
+  signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
 
 
@@ -339,16 +379,27 @@ def _coverages(latents, labels, psi, seed: int, radii) -> list[float]:
 
 
 _TERMS = ("loss", "log_p", "log_q", "recon")
+# Operators this large have blown up: the paper's synthetic runs end at norms
+# of 0.003-0.1; runs whose reconstructions broke had 1.0-4.5 (docs/fit.md).
+OPERATOR_NORM_LIMIT = 1.0
 
 
 def select(signals: dict, name: str) -> tuple[int, str]:
-  """The member with the best signal ``name`` (finite members only; ties go
-  to the lower loss, then the lower index) and a sentence saying why."""
+  """The member with the best signal ``name`` and a sentence saying why.
+
+  Only members whose signal and loss are finite and whose ``operator_norm``
+  (where recorded) is at most :data:`OPERATOR_NORM_LIMIT` are kept; ties go
+  to the lower loss, then the lower index."""
   value = SIGN[name] * np.asarray(signals[name], np.float64)
   loss = np.asarray(signals["loss"], np.float64)
   ok = np.isfinite(value) & np.isfinite(loss)
+  if "operator_norm" in signals:
+    ok &= np.asarray(signals["operator_norm"], np.float64) <= OPERATOR_NORM_LIMIT
   if not ok.any():
-    return 0, "no member has a finite signal; member 0 (the single run) kept"
+    return 0, (
+      "no member has a finite signal and operators within "
+      f"{OPERATOR_NORM_LIMIT}; member 0 (the single run) kept"
+    )
   order = np.lexsort(
     (np.arange(len(value)), np.where(ok, loss, np.inf), np.where(ok, value, np.inf))
   )

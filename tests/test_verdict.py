@@ -1,0 +1,103 @@
+"""The verdict on a trained model (vaells_jax.runs.verdict) and the
+population's refusal of blown-up members."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from vaells_jax.runs.verdict import THRESHOLDS, decide, verdict
+from vaells_jax.training import population
+
+
+@dataclasses.dataclass
+class _Data:
+  x_train: np.ndarray
+  labels_train: np.ndarray
+  x_test: np.ndarray
+
+
+@dataclasses.dataclass
+class _Model:
+  """A model built by hand: codes are the inputs' first two coordinates."""
+
+  data: _Data
+  psi: np.ndarray
+  decoder_gain: float = 1.0
+
+  def encode(self, x):
+    return np.asarray(x)[..., :2]
+
+  def decode(self, z):
+    z = np.asarray(z)
+    return self.decoder_gain * np.concatenate([z, np.zeros(z.shape[:-1] + (3,))], -1)
+
+
+def _rings(seed=0):
+  """Two circles (radii 1 and 2) in the first two of 5 coordinates."""
+  rng = np.random.default_rng(seed)
+  labels = np.arange(300) % 2
+  angle = rng.uniform(0, 2 * np.pi, 300)
+  x = np.zeros((300, 5))
+  x[:, :2] = (1.0 + labels)[:, None] * np.c_[np.cos(angle), np.sin(angle)]
+  return _Data(x[:200], labels[:200], x[200:])
+
+
+ROTATION = np.array([[[0.0, -0.05], [0.05, 0.0]]])
+SCALING = np.array([[[0.05, 0.0], [0.0, 0.05]]])
+
+
+def test_a_model_whose_operator_turns_the_circles_has_learned():
+  result = verdict(_Model(_rings(), ROTATION))
+  assert result["verdict"] == "learned", result
+  assert result["signals"]["latent_coverage"] > 0.95
+  assert result["signals"]["reconstruction_error"] < 1e-12
+  assert result["thresholds"] == THRESHOLDS
+
+
+def test_a_model_whose_operator_scales_the_codes_has_not():
+  result = verdict(_Model(_rings(), SCALING))
+  assert result["verdict"] == "not learned"
+  assert "latent_coverage" in result["reasons"][0]
+
+
+def test_blown_up_operators_or_reconstructions_are_never_learned():
+  blown = verdict(_Model(_rings(), ROTATION * 100))  # norm 7: blew up
+  assert blown["verdict"] == "not learned"
+  assert any("operators blew up" in r for r in blown["reasons"])
+  far = verdict(_Model(_rings(), ROTATION, decoder_gain=1e4))
+  assert far["verdict"] == "not learned"
+  assert any("do not reconstruct" in r for r in far["reasons"])
+  nan = verdict(_Model(_rings(), ROTATION * np.nan))
+  assert nan["verdict"] == "not learned"
+
+
+@pytest.mark.parametrize(
+  "coverage, expected",
+  [
+    (1.0, "learned"),
+    (THRESHOLDS["coverage_learned"], "learned"),
+    (0.5, "uncertain"),
+    (0.1, "not learned"),
+  ],
+)
+def test_the_coverage_thresholds(coverage, expected):
+  signals = {
+    "latent_coverage": coverage,
+    "latent_coverage_wide": 1.0,
+    "reconstruction_error": 0.001,
+    "operator_norm": 0.05,
+  }
+  assert decide(signals)["verdict"] == expected
+
+
+def test_the_population_does_not_keep_a_blown_up_member():
+  signals = {
+    "latent_coverage": [0.2, 1.0, 0.8],
+    "loss": [0.0, -5.0, 0.0],
+    "operator_norm": [0.05, 4.5, 0.06],
+  }
+  best, reason = population.select(signals, "latent_coverage")
+  assert best == 2 and "member 2" in reason
+  everyone = dict(signals, operator_norm=[2.0, 3.0, 4.0])
+  assert "member 0" in population.select(everyone, "latent_coverage")[1]
