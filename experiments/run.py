@@ -43,6 +43,7 @@ from vaells_jax.config import (  # noqa: E402
   config_from_json,
   override,
 )
+from vaells_jax.runs.cache import compilation_cache  # noqa: E402
 
 EXPERIMENTS = ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
 COMPARISONS = ("compare_concentric", "compare_swiss_roll", "compare_nat_mnist")
@@ -455,23 +456,6 @@ def _number(value) -> str:
   return str(value)
 
 
-def _compilation_cache() -> None:
-  """Keeps compiled programs on disk, so a second run skips compiling.
-
-  ``JAX_COMPILATION_CACHE_DIR`` picks the folder (default
-  ``~/.cache/vaells_jax/jax``); ``VAELLS_NO_CACHE=1`` turns it off.
-  """
-  if os.environ.get("VAELLS_NO_CACHE"):
-    return
-  import jax
-
-  folder = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
-    os.path.expanduser("~"), ".cache", "vaells_jax", "jax"
-  )
-  jax.config.update("jax_compilation_cache_dir", folder)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
 def _cores_for_members(population: int) -> None:
   """Gives a population's members this machine's cores: XLA runs a program's
   loops on one core, so ``XLA_FLAGS`` gets one CPU device per core (as many as
@@ -548,7 +532,7 @@ def _main(argv=None) -> int:
   if not (config.data_parallel or os.environ.get("VAELLS_COORDINATOR")):
     study = args.exp in STUDIES and not args.grid and config.population == 1
     _cores_for_members(STUDY_POPULATION if study else config.population)
-  _compilation_cache()
+  compilation_cache(force=True)
   problem = _join_processes(args)
   if problem:
     print(f"error: {problem}", file=sys.stderr)

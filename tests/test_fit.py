@@ -2,7 +2,11 @@
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -59,8 +63,36 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
   )
   x, labels = _two_rings()
   vaells_jax.fit(x, labels, workdir=tmp_path)
-  assert seen == [Config(population=fit_module.FIT_POPULATION)]
-  assert fit_module.FIT_POPULATION > 1
+  assert seen == [fit_module.FIT_CONFIG]
+  assert fit_module.FIT_CONFIG.population == fit_module.FIT_POPULATION > 1
+
+
+def test_fit_does_not_depend_on_the_data_units(tmp_path):
+  x, labels = _two_rings()
+  moved = x * 100 + 1000
+  kw = dict(config=CONFIG, log=lambda _: None)
+  a = vaells_jax.fit(x, labels, workdir=tmp_path / "a", **kw)
+  b = vaells_jax.fit(moved, labels, workdir=tmp_path / "b", **kw)
+  # The same training in the model's units: the same codes and operators.
+  np.testing.assert_allclose(b.encode(moved[:6]), a.encode(x[:6]), atol=2e-4)
+  np.testing.assert_allclose(b.psi, a.psi, atol=1e-5)
+  # Everything the user sees is in the user's units.
+  z = a.encode(x[:6])
+  np.testing.assert_allclose(b.decode(z), a.decode(z) * 100 + 1000, rtol=1e-5)
+  np.testing.assert_allclose(b.anchors, np.asarray(a.anchors) * 100 + 1000, rtol=1e-5)
+  np.testing.assert_allclose(b.data.x_train, a.data.x_train * 100 + 1000, rtol=1e-9)
+  assert np.abs(a.decode(z) - x[:6]).max() < 10  # near the user's data, not 1000 off
+  key = jax.random.PRNGKey(0)
+  ll_a, _ = a.log_likelihood(key, x[:4], labels[:4], num_samples=3)
+  ll_b, _ = b.log_likelihood(key, moved[:4], labels[:4], num_samples=3)
+  np.testing.assert_allclose(ll_b, ll_a - 5 * np.log(100), rtol=1e-4)  # x * 100
+  for name in ("latent_coverage", "operator_norm"):
+    assert b.verdict["signals"][name] == pytest.approx(
+      a.verdict["signals"][name], abs=1e-3
+    )
+  loaded = vaells_jax.load(tmp_path / "b")
+  np.testing.assert_array_equal(loaded.encode(moved[:3]), b.encode(moved[:3]))
+  assert loaded.verdict == b.verdict
 
 
 def test_fit_with_a_population_returns_the_selected_member(tmp_path):
@@ -128,3 +160,86 @@ def test_compare_models_on_your_own_data(tmp_path):
     assert "sample_manifold_distance" not in result["models"][model]
   assert isinstance(vaells_jax.load(tmp_path / "vampprior" / "seed0"), TrainedBaseline)
   assert (tmp_path / "latent_embeddings.png").exists()
+
+
+LIBRARY_CORES_SCRIPT = """
+import numpy as np
+import jax  # imported, not started: fit can still give the members the cores
+import vaells_jax
+from vaells_jax.config import Config
+STARTED
+rng = np.random.default_rng(0)
+labels = np.arange(40) % 2
+x = rng.normal(size=(40, 5))
+config = Config(num_steps=4, batch_size=8, hidden=(16,), num_ops=2,
+                inference_max_iter=5, population=2, select_at=0.5)
+vaells_jax.fit(x, labels, config=config)
+print("devices", len(jax.devices()))
+"""
+
+
+@pytest.mark.skipif(
+  len(os.sched_getaffinity(0)) < 2, reason="needs 2 or more CPU cores"
+)
+@pytest.mark.parametrize("started", [False, True])
+def test_fit_spreads_a_population_over_the_cores_from_a_library_call(started):
+  script = LIBRARY_CORES_SCRIPT.replace(
+    "STARTED", "jax.numpy.zeros(1).block_until_ready()" if started else ""
+  )
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  result = subprocess.run(
+    [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  if started:  # too late to make devices: said, and trained on one
+    assert "run on one device: jax had started" in result.stdout
+    assert "devices 1" in result.stdout
+  else:
+    assert "population of 2 split over 2 devices" in result.stdout
+    assert "devices 2" in result.stdout
+
+
+def test_a_run_whose_operators_blew_up_says_so(tmp_path):
+  x, labels = _two_rings()
+  lines = []
+  config = dataclasses.replace(CONFIG, psi_init_std=3.0)  # far beyond any run's
+  model = vaells_jax.fit(x, labels, config=config, workdir=tmp_path, log=lines.append)
+  assert model.verdict["verdict"] == "not learned"
+  assert any("operators blew up" in r for r in model.verdict["reasons"])
+  assert any(line.startswith("verdict: not learned") for line in lines)
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  assert summary["verdict"] == model.verdict
+  markdown = (tmp_path / "summary.md").read_text()
+  assert markdown.index("Verdict: **not learned**") < markdown.index("## Metrics")
+
+
+def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
+  x, labels = _two_rings()
+  lines = []
+  model = vaells_jax.fit(
+    x, labels, config=CONFIG, workdir=tmp_path, log=lines.append, tries=2
+  )
+  assert model.verdict["verdict"] != "learned"  # 4 steps learn nothing
+  tries = json.loads((tmp_path / "tries.json").read_text())
+  assert [t["folder"] for t in tries["tries"]] == [".", "try1"]
+  assert any("try 2 of 2" in line for line in lines)
+  kept = tmp_path / tries["kept"]
+  assert json.loads((kept / "config.json").read_text())["seed"] == (
+    CONFIG.seed + (tries["kept"] == "try1")
+  )
+  loaded = vaells_jax.load(tmp_path)
+  np.testing.assert_array_equal(loaded.psi, model.psi)
+  assert (tmp_path / "summary.md").read_text().startswith("# fit: tries")
+  # Starting over removes the old tries; one try writes no tries.json.
+  vaells_jax.fit(
+    x,
+    labels,
+    config=CONFIG,
+    workdir=tmp_path,
+    log=lines.append,
+    overwrite=True,
+    tries=1,
+  )
+  assert not (tmp_path / "tries.json").exists() and not (tmp_path / "try1").exists()
+  with pytest.raises(ValueError, match="tries must be"):
+    vaells_jax.fit(x, labels, config=CONFIG, workdir=tmp_path / "b", tries=0)

@@ -10,6 +10,7 @@ the runner and by :func:`load`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 from typing import Any, Callable, NamedTuple
 
@@ -20,6 +21,7 @@ import numpy as np
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.core.laplace import sample_laplace
 from vaells_jax.core.transport import transport, transport_path
+from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic
 from vaells_jax.evaluation.likelihood import importance_log_likelihood, iwae_bound
 from vaells_jax.models.vaells import Model
@@ -35,6 +37,8 @@ from vaells_jax.training.step import init_state, make_vaells_step
 __all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
 
 DATA_NAME = "dataset.npz"
+# Written by ``fit`` when it trained several tries: which subfolder ``load`` returns.
+TRIES_NAME = "tries.json"
 
 
 def _width(a, width: int, what: str) -> jax.Array:
@@ -57,13 +61,22 @@ class TrainedVAELLS:
 
   Attributes:
     config: the training configuration.
-    params: ``{"encoder", "decoder", "anchors", "psi"}``.
-    data: the data set it was trained on.
+    params: ``{"encoder", "decoder", "anchors", "psi"}``, in the units the
+      networks trained in.
+    data: the data set it was trained on, in the user's units.
+    input_map: for a model that trained on conditioned data (``fit``), the
+      map from the user's units to the networks' (``encode``, ``decode``,
+      ``anchors``, ``sample_posterior`` and ``log_likelihood`` take and give
+      the user's units); None: the same units.
+    verdict: whether the run learned a manifold (:mod:`vaells_jax.evaluation.verdict`),
+      when the run computed one.
   """
 
   config: Config
   params: dict
   data: SyntheticData
+  input_map: InputMap | None = None
+  verdict: dict | None = None
 
   @property
   def psi(self) -> jax.Array:
@@ -81,18 +94,23 @@ class TrainedVAELLS:
 
   def encode(self, x):
     """``f(x) / latent_scale``: ``[..., D] -> [..., d]``."""
-    x = _width(x, self.data.data_dim, "encode's input")
+    x = _to_model(self.input_map, _width(x, self.data.data_dim, "encode's input"))
     return self._model.encode(self.params, x)
 
   def decode(self, z):
     """``g(latent_scale * z)``: ``[..., d] -> [..., D]``."""
     z = _width(z, self.config.latent_dim, "decode's input")
-    return self._model.decode(self.params, z)
+    return _to_user(self.input_map, self._model.decode(self.params, z))
+
+  @property
+  def anchors(self):
+    """The (learned) anchors in input space, ``[C, A, D]``."""
+    return _to_user(self.input_map, self.params["anchors"])
 
   @property
   def anchors_latent(self):
     """Encoded anchors, ``[C, A, d]``."""
-    return self.encode(self.params["anchors"])
+    return self._model.encode(self.params, self.params["anchors"])
 
   def _sample_around(self, key, starts, n, laplace_scale=None, gamma=None):
     """``n`` samples ``T(c) s + gamma eps`` around each start ``[..., d]``."""
@@ -166,11 +184,11 @@ class TrainedVAELLS:
     Returns:
       ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays (nats).
     """
-    x = np.asarray(x, np.float32)
+    x = np.asarray(_to_model(self.input_map, np.asarray(x, np.float32)))
     labels = (
       np.zeros(len(x), np.int32) if labels is None else np.asarray(labels, np.int32)
     )
-    return importance_log_likelihood(
+    log_p, elbo = importance_log_likelihood(
       self._model,
       self.params,
       {"x": x, "source": {"x": x, "label": labels}},
@@ -178,6 +196,8 @@ class TrainedVAELLS:
       num_samples,
       chunk_size,
     )
+    jacobian = _log_jacobian(self.input_map, x.shape[-1])
+    return log_p + jacobian, elbo + jacobian
 
 
 @dataclasses.dataclass
@@ -189,12 +209,15 @@ class TrainedBaseline:
   Attributes:
     config: the training configuration.
     params: the baseline's parameters (:mod:`vaells_jax.models.baselines`).
-    data: the data set it was trained on.
+    data: the data set it was trained on, in the user's units.
+    input_map: as :class:`TrainedVAELLS`'s.
   """
 
   config: Config
   params: dict
   data: SyntheticData
+  input_map: InputMap | None = None
+  verdict = None  # computed for VAELLS only
   psi = None  # no transport operators
 
   @property
@@ -204,14 +227,13 @@ class TrainedBaseline:
 
   def encode(self, x):
     """The posterior's mean (direction): ``[..., D] -> [..., d]``."""
-    x = _width(x, self.data.data_dim, "encode's input")
+    x = _to_model(self.input_map, _width(x, self.data.data_dim, "encode's input"))
     return self.baseline.encode(self.params, x)[0]
 
   def decode(self, z):
     """``g(z)``: ``[..., d] -> [..., D]``."""
-    return self.baseline.decode(
-      self.params, _width(z, self.config.latent_dim, "decode's input")
-    )
+    z = _width(z, self.config.latent_dim, "decode's input")
+    return _to_user(self.input_map, self.baseline.decode(self.params, z))
 
   def sample_prior(self, key, n, label=None):
     """``n`` samples of ``p(z)``, ``[n, d]``; the baselines' prior has no classes."""
@@ -224,7 +246,8 @@ class TrainedBaseline:
 
   def sample_posterior(self, key, x, n):
     """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
-    return self.baseline.sample_posterior(self.params, key, jnp.asarray(x), n)
+    x = _to_model(self.input_map, jnp.asarray(x))
+    return self.baseline.sample_posterior(self.params, key, x, n)
 
   def infer_path(self, z0, z1, ts, key=None, num_restarts=None, init_range=None):
     """The model's path from ``z0`` to ``z1`` (``[..., d]`` each) at ``ts``.
@@ -248,7 +271,7 @@ class TrainedBaseline:
     ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays.
     """
     del labels
-    x = np.asarray(x, np.float32)
+    x = np.asarray(_to_model(self.input_map, np.asarray(x, np.float32)))
     fn = jax.jit(self.baseline.log_weights, static_argnums=3)
     log_w = np.concatenate(
       [
@@ -261,7 +284,22 @@ class TrainedBaseline:
         for i in range(0, len(x), chunk_size)
       ]
     )
-    return np.asarray(iwae_bound(log_w)), log_w.mean(axis=-1)
+    jacobian = _log_jacobian(self.input_map, x.shape[-1])
+    return np.asarray(iwae_bound(log_w)) + jacobian, log_w.mean(axis=-1) + jacobian
+
+
+def _to_model(input_map, x):
+  return x if input_map is None else input_map.to_model(x)
+
+
+def _to_user(input_map, y):
+  return y if input_map is None else input_map.to_user(y)
+
+
+def _log_jacobian(input_map, dim: int) -> float:
+  """``log |d x' / d x|`` of the map to the model's units: densities of the
+  user's ``x`` are the model's times ``scale^-D``."""
+  return 0.0 if input_map is None else -dim * float(np.log(input_map.scale))
 
 
 def great_circle(z0, z1, ts):
@@ -324,7 +362,8 @@ MODELS = {
 
 
 def load(workdir) -> TrainedVAELLS | TrainedBaseline:
-  """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or ``fit``).
+  """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or
+  ``fit``; where ``fit`` trained several tries, the one it kept).
 
   The latest checkpoint is verified file by file against its SHA-256 and
   against the run it records: ``config.json`` and ``dataset.npz`` must be
@@ -338,6 +377,10 @@ def load(workdir) -> TrainedVAELLS | TrainedBaseline:
       another config or data (e.g. ``config.json`` edited after training).
   """
   workdir = pathlib.Path(workdir)
+  if (workdir / TRIES_NAME).exists():
+    kept = json.loads((workdir / TRIES_NAME).read_text())["kept"]
+    if kept != ".":
+      return load(workdir / kept)
   for name in (CONFIG_NAME, DATA_NAME):
     if not (workdir / name).exists():
       raise FileNotFoundError(
@@ -348,4 +391,22 @@ def load(workdir) -> TrainedVAELLS | TrainedBaseline:
   entry = MODELS[config.model]
   target = entry.init(jax.random.PRNGKey(0), config, data)
   state = restore_checkpoint(workdir, target, identity=run_identity(config, data))
-  return entry.trained(config, state, data)
+  trained = entry.trained(config, state, data)
+  if (workdir / INPUT_MAP_NAME).exists():
+    input_map = InputMap.load(workdir / INPUT_MAP_NAME)
+    if input_map.shift.shape != (data.data_dim,):
+      raise ValueError(
+        f"{workdir / INPUT_MAP_NAME} maps {input_map.shift.shape[0]} features; "
+        f"the run's data have {data.data_dim}."
+      )
+    trained = dataclasses.replace(
+      trained, data=input_map.user_data(data), input_map=input_map
+    )
+  summary = workdir / "summary.json"
+  if config.model == "vaells" and summary.exists():
+    try:
+      verdict = json.loads(summary.read_text()).get("verdict")
+    except ValueError:
+      verdict = None
+    trained = dataclasses.replace(trained, verdict=verdict)
+  return trained

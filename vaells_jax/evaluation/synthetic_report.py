@@ -227,7 +227,7 @@ def learned_structure(trained, key) -> dict:
   data, rows = trained.data, RowPrograms(trained)
   latents = rows.encode(data.x_test)
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
-  anchors = rows.encode(trained.params["anchors"])
+  anchors = rows.encode(trained.anchors)
   prior = rows.sample_around(
     key, anchors.reshape(-1, anchors.shape[-1]), NUM_PRIOR_SAMPLES
   )
@@ -285,7 +285,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
 
   operators = trained.psi is not None
   if operators:
-    anchors = rows.encode(trained.params["anchors"])  # [C, A, d]
+    anchors = rows.encode(trained.anchors)  # [C, A, d]
     flat_anchors = anchors.reshape(-1, anchors.shape[-1])
     prior = rows.sample_around(k_prior, flat_anchors, NUM_PRIOR_SAMPLES)  # [K, S, d]
   else:  # as many samples as VAELLS draws, from the model's own prior

@@ -18,9 +18,11 @@ import numpy as np
 
 from vaells_jax.api import DATA_NAME, MODELS, TrainedBaseline, TrainedVAELLS
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
+from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
 from vaells_jax.data.files import atomic_write_text
 from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.evaluation import synthetic_report
+from vaells_jax.runs.verdict import verdict
 from vaells_jax.runs.workdir import WorkdirInUse, check_workdir, lock_workdir
 from vaells_jax.training import loop, population
 from vaells_jax.training.checkpoint import (
@@ -209,6 +211,7 @@ def train_and_evaluate(
   resume: bool = False,
   overwrite: bool = False,
   progress=None,
+  input_map: InputMap | None = None,
 ) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
   """Trains ``config.model`` (VAELLS or a baseline) and writes every output.
 
@@ -226,6 +229,9 @@ def train_and_evaluate(
     overwrite: start over in a ``workdir`` that already holds a run
       (its checkpoints are deleted); without it that is an error.
     progress: called as ``progress(done, num_steps)`` after every step.
+    input_map: ``data`` are the user's data conditioned by this map
+      (:func:`vaells_jax.fit`): it is saved as ``input_map.json``, and the
+      returned model and the report work in the user's units.
 
   Returns:
     ``(trained model, summary dict)``.
@@ -243,7 +249,10 @@ def train_and_evaluate(
       :func:`vaells_jax.training.loop.train`.
   """
   start = time.perf_counter()
+  cores = population.claim_cores(config.population) if config.population > 1 else None
   validate_run(config, data, workdir, resume, overwrite)
+  if cores:
+    log(f"note: {cores}")
   if not is_main():
     return _train_along(config, data, workdir, resume)
   workdir = pathlib.Path(workdir)
@@ -255,7 +264,7 @@ def train_and_evaluate(
     # Again under the lock: another run may have written here meanwhile.
     validate_run(config, data, workdir, resume, overwrite)
     return _train_and_evaluate(
-      config, data, workdir, log, resume, overwrite, start, progress, warning
+      config, data, workdir, log, resume, overwrite, start, progress, warning, input_map
     )
 
 
@@ -269,7 +278,7 @@ def _train_along(config, data, workdir, resume):
 
 
 def _train_and_evaluate(
-  config, data, workdir, log, resume, overwrite, start, progress, warning
+  config, data, workdir, log, resume, overwrite, start, progress, warning, input_map
 ):
   """:func:`train_and_evaluate` once the workdir is validated and locked."""
   if overwrite and not resume:
@@ -279,6 +288,10 @@ def _train_and_evaluate(
     workdir / CONFIG_NAME, json.dumps(dataclasses.asdict(config), indent=2)
   )
   save_synthetic(workdir / DATA_NAME, data)
+  if input_map is not None:
+    input_map.save(workdir / INPUT_MAP_NAME)
+  else:
+    (workdir / INPUT_MAP_NAME).unlink(missing_ok=True)
   state, info = train(config, data, workdir, log, resume=resume, progress=progress)
   entry = MODELS[config.model]
   summary = {
@@ -290,6 +303,17 @@ def _train_and_evaluate(
   if warning:  # summary.md (written by the report) marks these
     summary["not_meaningful"] = list(STRUCTURE_METRICS)
   trained = entry.trained(config, state, data)
+  if input_map is not None:
+    trained = dataclasses.replace(
+      trained, data=input_map.user_data(data), input_map=input_map
+    )
+  if config.model == "vaells" and config.network == "mlp":
+    summary["verdict"] = verdict(trained, config.seed)
+    trained = dataclasses.replace(trained, verdict=summary["verdict"])
+    log(
+      f"verdict: {summary['verdict']['verdict']} "
+      f"({'; '.join(summary['verdict']['reasons'])})"
+    )
   if config.network == "conv":  # digits only: its imports take about 0.4 s
     from vaells_jax.evaluation import image_report as report
   else:
