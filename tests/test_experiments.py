@@ -254,6 +254,31 @@ def test_whole_run_benchmark_quick_mode():
   assert 0 <= row["knn_class_accuracy"] <= 1
 
 
+def test_fit_battery_quick_mode(tmp_path):
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import fit_battery
+
+  # The families' true curves: closed ones wrap, every class has its grid.
+  x, labels, manifold, manifold_labels = fit_battery.family_data("ellipses", 0)
+  assert x.shape == (360, 10) and np.bincount(labels).tolist() == [60, 120, 180]
+  assert np.bincount(manifold_labels).tolist() == [fit_battery.GRID] * 3
+  gaps = np.linalg.norm(np.diff(manifold[:1000], axis=0), axis=1)
+  assert gaps.max() < 1.01 * gaps.min()  # equal arc length
+  moved, *_ = fit_battery.family_data("circles_scaled", 0)
+  np.testing.assert_allclose(
+    moved, fit_battery.family_data("circles", 0)[0] * 100 + 1000
+  )
+  out = tmp_path / "battery.json"
+  results = fit_battery.main(
+    ["--quick", "--seeds=0", "--families=circles", "--anchors=even", f"--out={out}"]
+  )
+  (row,) = results.values()
+  assert row["verdict"] in ("learned", "not learned", "uncertain")
+  assert set(row["signals"]) >= {"latent_coverage", "operator_norm"}
+  assert 0 <= row["orbit_coverage"] <= 1 and row["wall_time_s"] > 0
+  assert "| circles | even |" in fit_battery.table(results)
+
+
 def test_cold_start_benchmark_quick_mode():
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import cold_start

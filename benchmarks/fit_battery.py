@@ -1,0 +1,336 @@
+"""How often ``fit(x, labels)`` learns a user's manifold, and whether it says so.
+
+``python benchmarks/fit_battery.py --seeds=100-109 --out=fit_battery.json``
+
+Each family makes user-shaped data from a seed: noisy curves in 2-D mapped
+linearly (``U[-1, 1]^{D x 2}``) to ``D`` dimensions, noise 0.01 per
+coordinate, one class per curve. :func:`vaells_jax.fit` gets the points and
+labels only; the true curves, which fit never sees, then score the returned
+model as the experiments are scored
+(:func:`vaells_jax.evaluation.synthetic_report.learned_structure`: orbit
+coverage >= 0.9 and decoded prior samples within 15 noise levels), and the
+model's own verdict is read against that. Results go to ``--out`` after every
+fit (a rerun continues where it stopped).
+
+``--first-tries=FILE`` takes the rows of a ``--tries=1`` run (the same
+seeds, families and anchors) whose verdict is ``learned`` as they are: fit
+stops after such a first try, and a try is the same computation on the same
+machine (the rerun rows print their first try's ``latent_coverage`` beside
+the stored one to show it).
+
+``--anchors=spread,random,even`` compares anchor choices on the same seeds:
+fit's default (``spread``), random training points (``random``) and points
+evenly spaced along the true curves (``even``, the upper bound a user
+cannot have). ``--families`` picks families; ``--steps`` shortens the runs
+(``--quick``: a tiny run of each family, for the tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import platform
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NOISE = 0.01
+GRID = 1000  # points of each true curve, at equal arc length
+
+
+def _ring(radius, wobble=0.0, ratio=1.0, turn=0.0):
+  """A closed curve ``r(t) = radius (1 + wobble cos 3t)``, squashed by
+  ``ratio`` along one axis and turned by ``turn``: ``t -> [.., 2]``."""
+
+  def curve(t):
+    angle = 2 * np.pi * t
+    r = radius * (1 + wobble * np.cos(3 * angle))
+    p = np.stack([r * np.cos(angle), ratio * r * np.sin(angle)], -1)
+    c, s = np.cos(turn), np.sin(turn)
+    return p @ np.array([[c, s], [-s, c]])
+
+  return curve, True
+
+
+def _spiral_arc(t):
+  """An open curve: a spiral arc of 1.25 turns' worth of angle, r 0.5 -> 2."""
+  angle = 1.5 * np.pi * t
+  r = 0.5 + 1.5 * t
+  return np.stack([r * np.cos(angle), r * np.sin(angle)], -1)
+
+
+# family -> (curves, points per class, input dimension, scale, shift)
+FAMILIES = {
+  "circles": ([_ring(1.0), _ring(2.0)], (100, 100), 10, 1.0, 0.0),
+  "circles_scaled": ([_ring(1.0), _ring(2.0)], (100, 100), 10, 100.0, 1000.0),
+  "ellipses": (
+    [_ring(0.6, ratio=0.6), _ring(1.2, ratio=0.7, turn=0.5), _ring(2.0, ratio=0.8)],
+    (60, 120, 180),
+    10,
+    1.0,
+    0.0,
+  ),
+  "unequal": ([_ring(0.7), _ring(1.5)], (40, 200), 10, 1.0, 0.0),
+  "wobbly_100d": ([_ring(1.0, 0.25), _ring(2.0, 0.25)], (120, 120), 100, 1.0, 0.0),
+  "arc": ([(_spiral_arc, False)], (200,), 10, 1.0, 0.0),
+}
+CALIBRATION = ("circles", "arc")  # the verdict's thresholds were set on these
+
+
+def _equal_arc(points, closed):
+  """``points [T, D]`` along a curve resampled to :data:`GRID` points at
+  equal arc length."""
+  if closed:
+    points = np.concatenate([points, points[:1]])
+  length = np.r_[0, np.cumsum(np.linalg.norm(np.diff(points, axis=0), axis=1))]
+  end = length[-1] * (1 - 1 / GRID) if closed else length[-1]
+  at = np.linspace(0, end, GRID)
+  return np.stack(
+    [np.interp(at, length, points[:, k]) for k in range(points.shape[1])], 1
+  )
+
+
+def family_data(name: str, seed: int):
+  """``(x [N, D], labels [N], manifold [C G, D], manifold_labels [C G])``
+  of family ``name``, in the user's units."""
+  curves, counts, dim, scale, shift = FAMILIES[name]
+  rng = np.random.default_rng(seed)
+  mapping = rng.uniform(-1, 1, (dim, 2))
+  xs, labels, grid, grid_labels = [], [], [], []
+  for c, ((curve, closed), n) in enumerate(zip(curves, counts, strict=True)):
+    t = rng.uniform(0, 1, n)
+    xs.append(curve(t) @ mapping.T + NOISE * rng.standard_normal((n, dim)))
+    labels.append(np.full(n, c))
+    dense = curve(np.linspace(0, 1, 20 * GRID, endpoint=not closed)) @ mapping.T
+    grid.append(_equal_arc(dense, closed))
+    grid_labels.append(np.full(GRID, c))
+  x, labels = np.concatenate(xs), np.concatenate(labels)
+  order = rng.permutation(len(x))
+  manifold = np.concatenate(grid)
+  return (
+    x[order] * scale + shift,
+    labels[order],
+    manifold * scale + shift,
+    np.concatenate(grid_labels),
+  )
+
+
+def even_anchors(manifold, manifold_labels, per_class):
+  """``per_class`` points evenly spaced along each true curve: ``[C, A, D]``."""
+  picks = (np.arange(per_class) * GRID) // per_class
+  return np.stack(
+    [manifold[manifold_labels == c][picks] for c in np.unique(manifold_labels)]
+  )
+
+
+def one_fit(
+  family, seed, anchor_choice, config=None, anchors_per_class=3, tries=None
+) -> dict:
+  from vaells_jax.evaluation.synthetic_report import eval_keys, learned_structure
+  from vaells_jax.runs.fit import FIT_CONFIG, fit
+
+  x, labels, manifold, manifold_labels = family_data(family, seed)
+  config = dataclasses.replace(config or FIT_CONFIG, seed=seed)
+  anchors = None
+  if anchor_choice == "even":
+    anchors = even_anchors(manifold, manifold_labels, anchors_per_class)
+  start = time.perf_counter()
+  with tempfile.TemporaryDirectory() as workdir:
+    model = fit(
+      x,
+      labels,
+      anchors,
+      config=config,
+      anchors_per_class=anchors_per_class,
+      anchor_choice="random" if anchor_choice == "random" else "spread",
+      workdir=workdir,
+      log=lambda line: None,
+      tries=tries,
+    )
+    tried = pathlib.Path(workdir, "tries.json")
+    kept = (
+      json.loads(tried.read_text()) if tried.exists() else {"kept": ".", "tries": [1]}
+    )
+    summary = json.loads(
+      pathlib.Path(workdir, kept["kept"], "summary.json").read_text()
+    )
+  wall = time.perf_counter() - start
+  scale = FAMILIES[family][3]
+  data = model.data
+  shapes = {  # required beside a manifold; the scoring reads none of them
+    "pos_train": np.zeros((len(data.x_train), 2)),
+    "t_train": np.zeros(len(data.x_train)),
+    "pos_test": np.zeros((len(data.x_test), 2)),
+    "t_test": np.zeros(len(data.x_test)),
+    "anchor_pos": np.zeros(data.anchors.shape[:2] + (2,)),
+    "mapping": np.zeros((data.data_dim, 2)),
+  }
+  truth = dataclasses.replace(
+    data,
+    manifold=manifold,
+    manifold_labels=manifold_labels,
+    noise_std=NOISE * scale,
+    **shapes,
+  )
+  scored = learned_structure(dataclasses.replace(model, data=truth), eval_keys(seed)[0])
+  population = summary.get("population", {})
+  return {
+    **scored,
+    "verdict": model.verdict["verdict"],
+    "signals": model.verdict["signals"],
+    "member_signals": population.get("signals", {}),
+    "selected_member": population.get("selected_member"),
+    "tries": len(kept["tries"]),
+    "kept_try": kept["kept"],
+    "try_coverages": [
+      t["latent_coverage"] for t in kept["tries"] if isinstance(t, dict)
+    ],
+    "wall_time_s": wall,
+  }
+
+
+def _seeds(text: str) -> list[int]:
+  if "-" in text:
+    lo, hi = text.split("-")
+    return list(range(int(lo), int(hi) + 1))
+  return [int(s) for s in text.split(",")]
+
+
+def table(results: dict) -> str:
+  """Per family and anchor choice: success rate, the verdicts against the
+  ground truth (precision and recall of ``learned``; the verdict is taken
+  again from the stored signals with the library's thresholds) and wall
+  times."""
+  from vaells_jax.runs.verdict import decide
+
+  results = {
+    k: {**r, "verdict": decide(r["signals"])["verdict"]} for k, r in results.items()
+  }
+  groups = {}
+  for r in results.values():
+    groups.setdefault((r["family"], r["anchors"]), []).append(r)
+  lines = [
+    "| family | anchors | learned (ground truth) | verdict learned / uncertain "
+    "/ not learned | precision | recall | wall time s |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for (family, anchors), rows in sorted(groups.items()):
+    ok = np.array([r["success"] for r in rows])
+    said = np.array([r["verdict"] == "learned" for r in rows])
+    counts = [sum(r["verdict"] == v for r in rows) for v in VERDICT_ORDER]
+    precision = f"{(ok & said).sum()}/{said.sum()}" if said.any() else "-"
+    recall = f"{(ok & said).sum()}/{ok.sum()}" if ok.any() else "-"
+    walls = [r["wall_time_s"] for r in rows]
+    lines.append(
+      f"| {family} | {anchors} | {ok.sum()} of {len(rows)} | "
+      f"{' / '.join(map(str, counts))} | {precision} | {recall} | "
+      f"{min(walls):.0f}-{max(walls):.0f} |"
+    )
+  rows = list(results.values())
+  ok = np.array([r["success"] for r in rows])
+  said = np.array([r["verdict"] == "learned" for r in rows])
+  lines.append(
+    f"\nAll: verdict `learned` on {said.sum()} fits, {(ok & said).sum()} of them "
+    f"learned (precision); {(ok & said).sum()} of the {ok.sum()} fits that "
+    "learned were called `learned` (recall)."
+  )
+  return "\n".join(lines)
+
+
+VERDICT_ORDER = ("learned", "uncertain", "not learned")
+
+
+def _learned(row) -> bool:
+  from vaells_jax.runs.verdict import decide
+
+  return decide(row["signals"])["verdict"] == "learned"
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--seeds", default="100-109", help="e.g. 100-109 or 1,2,3")
+  parser.add_argument("--families", default=",".join(FAMILIES))
+  parser.add_argument("--anchors", default="spread", help="spread,random,even")
+  parser.add_argument("--steps", type=int, default=None, help="num_steps of each fit")
+  parser.add_argument("--quick", action="store_true", help="tiny runs (tests)")
+  parser.add_argument(
+    "--tries", type=int, default=None, help="fit's tries (default: fit's own)"
+  )
+  parser.add_argument(
+    "--set",
+    action="append",
+    default=[],
+    metavar="KEY=VALUE",
+    help="a Config field changed from fit's default (repeatable)",
+  )
+  parser.add_argument("--out", default="fit_battery.json")
+  parser.add_argument("--first-tries", default=None, metavar="FILE")
+  args = parser.parse_args(argv)
+  import jax
+
+  from vaells_jax.runs.fit import FIT_CONFIG, FIT_TRIES
+
+  config, tries = FIT_CONFIG, args.tries or (1 if args.quick else FIT_TRIES)
+  if args.quick:
+    config = dataclasses.replace(
+      config, num_steps=4, batch_size=8, hidden=(16,), population=2, log_every=2
+    )
+  if args.steps:
+    config = dataclasses.replace(config, num_steps=args.steps)
+  if args.set:
+    from vaells_jax.config import override
+
+    config = override(config, dict(s.split("=", 1) for s in args.set))
+  variant = "".join(f"_{s}" for s in args.set) + (f"_tries{tries}" if tries > 1 else "")
+  print(
+    f"jax {jax.__version__}, {platform.node()}"
+  )  # jax not started: fit takes the cores
+  out = pathlib.Path(args.out)
+  results = json.loads(out.read_text()) if out.exists() else {}
+  first = (
+    json.loads(pathlib.Path(args.first_tries).read_text()) if args.first_tries else {}
+  )
+  first = {(r["family"], r["anchors"], r["seed"]): r for r in first.values()}
+  for family in args.families.split(","):
+    for anchors in args.anchors.split(","):
+      for seed in _seeds(args.seeds):
+        name = f"{family}_{anchors}{variant}_seed{seed}_steps{config.num_steps}"
+        earlier = first.get((family, anchors, seed))
+        if name not in results and earlier and _learned(earlier):
+          results[name] = {**earlier, "anchors": anchors + variant, "tries": 1}
+          out.write_text(json.dumps(results, indent=2))
+        if name not in results:
+          results[name] = {
+            "family": family,
+            "anchors": anchors + variant,
+            "seed": seed,
+            "num_steps": config.num_steps,
+            **one_fit(family, seed, anchors, config, tries=tries),
+          }
+          out.write_text(json.dumps(results, indent=2))
+        r = results[name]
+        if earlier and r.get("try_coverages"):
+          print(
+            f"  first try: latent_coverage {r['try_coverages'][0]:.4f}, "
+            f"stored {earlier['signals']['latent_coverage']:.4f}"
+          )
+        print(
+          f"{family} {anchors} seed {seed}: success {r['success']} (coverage "
+          f"{r['orbit_coverage']:.2f}, samples {r['sample_manifold_distance']:.1f}), "
+          f"verdict {r['verdict']} (latent_coverage "
+          f"{r['signals']['latent_coverage']:.2f}), {r['wall_time_s']:.0f} s",
+          flush=True,
+        )
+  print(table(results))
+  return results
+
+
+if __name__ == "__main__":
+  main()

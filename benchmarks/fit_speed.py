@@ -1,0 +1,78 @@
+"""``fit()`` on a user's arrays against the concentric command, side by side.
+
+``python benchmarks/fit_speed.py --repeats=2``
+
+Alternates two fresh processes: ``python experiments/run.py --exp=concentric``
+and a script that calls ``vaells_jax.fit(x, labels)`` with its defaults on
+the README's two circles (radii 1 and 2, 100 points each, 10-D): the same
+configuration and number of steps (4000; fit's default is the concentric
+experiment's), the compilation cache as each leaves it (a first round fills
+it; ``--skip-first`` drops that round from the ratio). Prints each
+process's wall time and the ratio fit / command of each round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+FIT_SCRIPT = """
+import sys
+import numpy as np
+import vaells_jax
+rng = np.random.default_rng(0)
+theta = rng.uniform(0, 2 * np.pi, 200)
+labels = np.repeat([0, 1], 100)
+radius = np.where(labels == 0, 1.0, 2.0)
+circles = np.stack([radius * np.cos(theta), radius * np.sin(theta)], axis=1)
+x = circles @ rng.normal(size=(2, 10)) + 0.01 * rng.normal(size=(200, 10))
+vaells_jax.fit(x, labels, workdir=sys.argv[1], overwrite=True, log=lambda line: None)
+"""
+
+
+def _timed(command) -> float:
+  start = time.perf_counter()
+  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+  if result.returncode:
+    raise SystemExit(f"{command[:3]} failed:\n{result.stderr[-2000:]}")
+  return time.perf_counter() - start
+
+
+def main(argv=None) -> list[dict]:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--skip-first", action="store_true", help="a warm-up round")
+  args = parser.parse_args(argv)
+  rounds = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for i in range(args.repeats + args.skip_first):
+      command = _timed(
+        [
+          sys.executable,
+          "experiments/run.py",
+          "--exp=concentric",
+          f"--workdir={tmp}/concentric",
+          "--overwrite",
+        ]
+      )
+      fit = _timed([sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit"])
+      row = {"concentric_s": command, "fit_s": fit, "ratio": fit / command}
+      print(
+        f"round {i}: concentric command {command:.1f} s, fit {fit:.1f} s, "
+        f"ratio {fit / command:.2f}"
+        + (" (warm-up)" if args.skip_first and i == 0 else ""),
+        flush=True,
+      )
+      if not (args.skip_first and i == 0):
+        rounds.append(row)
+  return rounds
+
+
+if __name__ == "__main__":
+  main()
