@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import jax
 import numpy as np
@@ -58,8 +59,13 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
   from vaells_jax.runs import runner
 
   seen = []
+  learned = types.SimpleNamespace(
+    verdict={"verdict": "learned", "signals": {"latent_coverage": 1.0}}
+  )
   monkeypatch.setattr(
-    runner, "train_and_evaluate", lambda config, *a, **k: (seen.append(config), None)
+    runner,
+    "train_and_evaluate",
+    lambda config, *a, **k: (seen.append(config) or learned, None),
   )
   x, labels = _two_rings()
   vaells_jax.fit(x, labels, workdir=tmp_path)

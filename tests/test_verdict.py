@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from vaells_jax.runs.verdict import THRESHOLDS, decide, verdict
+from vaells_jax.runs.verdict import THRESHOLDS, decide, noise_level, verdict
 from vaells_jax.training import population
 
 
@@ -33,14 +33,17 @@ class _Model:
     return self.decoder_gain * np.concatenate([z, np.zeros(z.shape[:-1] + (3,))], -1)
 
 
-def _rings(seed=0):
-  """Two circles (radii 1 and 2) in the first two of 5 coordinates."""
+def _rings(seed=0, n=300, noise=0.0):
+  """Two circles (radii 1 and 2) in the first two of 5 coordinates; 2/3 of
+  the ``n`` points for training."""
   rng = np.random.default_rng(seed)
-  labels = np.arange(300) % 2
-  angle = rng.uniform(0, 2 * np.pi, 300)
-  x = np.zeros((300, 5))
+  labels = np.arange(n) % 2
+  angle = rng.uniform(0, 2 * np.pi, n)
+  x = np.zeros((n, 5))
   x[:, :2] = (1.0 + labels)[:, None] * np.c_[np.cos(angle), np.sin(angle)]
-  return _Data(x[:200], labels[:200], x[200:])
+  x += noise * rng.normal(size=x.shape)
+  train = 2 * n // 3
+  return _Data(x[:train], labels[:train], x[train:])
 
 
 ROTATION = np.array([[[0.0, -0.05], [0.05, 0.0]]])
@@ -101,3 +104,26 @@ def test_the_population_does_not_keep_a_blown_up_member():
   assert best == 2 and "member 2" in reason
   everyone = dict(signals, operator_norm=[2.0, 3.0, 4.0])
   assert "member 0" in population.select(everyone, "latent_coverage")[1]
+
+
+def test_the_noise_level_estimate_on_a_noisy_line():
+  rng = np.random.default_rng(0)
+  t = rng.uniform(0, 10, 400)
+  x = np.outer(t, rng.normal(size=8)) + 0.03 * rng.normal(size=(400, 8))
+  assert noise_level(x, np.zeros(400, int)) == pytest.approx(0.03, rel=0.15)
+
+
+def test_reconstructions_far_off_for_the_noise_keep_it_from_learned():
+  data = _rings(n=1500, noise=0.002)  # dense: the estimate sees the noise
+  assert noise_level(data.x_train, data.labels_train) < 0.004
+  good = verdict(_Model(data, ROTATION))
+  assert good["verdict"] == "learned", good["reasons"]
+
+  class Shifted(_Model):
+    def decode(self, z):
+      return super().decode(z) + 0.1  # 0.22 off: some 70 noise levels
+
+  off = verdict(Shifted(data, ROTATION))
+  assert off["verdict"] == "uncertain"
+  assert off["signals"]["reconstruction_noise_levels"] > 50
+  assert "far off the data's manifold" in off["reasons"][-1]

@@ -68,7 +68,7 @@ class TrainedVAELLS:
       map from the user's units to the networks' (``encode``, ``decode``,
       ``anchors``, ``sample_posterior`` and ``log_likelihood`` take and give
       the user's units); None: the same units.
-    verdict: whether the run learned a manifold (:mod:`vaells_jax.evaluation.verdict`),
+    verdict: whether the run learned a manifold (:mod:`vaells_jax.runs.verdict`),
       when the run computed one.
   """
 

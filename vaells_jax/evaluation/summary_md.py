@@ -98,6 +98,8 @@ def _verdict_lines(verdict) -> list[str]:
     f"< {limits['coverage_low']} not learned",
     "reconstruction_error": f"<= {limits['reconstruction_error_max']}",
     "operator_norm": f"<= {limits['operator_norm_max']}",
+    "reconstruction_noise_levels": f"<= {limits['reconstruction_noise_levels_max']} "
+    "for learned",
   }
   lines = [f"## Verdict: **{verdict['verdict']}**", ""]
   lines += [f"- {reason}" for reason in verdict["reasons"]]
