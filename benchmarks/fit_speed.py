@@ -8,7 +8,8 @@ the README's two circles (radii 1 and 2, 100 points each, 10-D): the same
 configuration and number of steps (4000; fit's default is the concentric
 experiment's), the compilation cache as each leaves it (a first round fills
 it; ``--skip-first`` drops that round from the ratio). Prints each
-process's wall time and the ratio fit / command of each round.
+process's wall time, fit's tries and verdict, and the ratio of fit's time
+per try to the command's (a try trains the command's steps).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 FIT_SCRIPT = """
+import pathlib
 import sys
 import numpy as np
 import vaells_jax
@@ -32,16 +34,19 @@ labels = np.repeat([0, 1], 100)
 radius = np.where(labels == 0, 1.0, 2.0)
 circles = np.stack([radius * np.cos(theta), radius * np.sin(theta)], axis=1)
 x = circles @ rng.normal(size=(2, 10)) + 0.01 * rng.normal(size=(200, 10))
-vaells_jax.fit(x, labels, workdir=sys.argv[1], overwrite=True, log=lambda line: None)
+workdir = pathlib.Path(sys.argv[1])
+model = vaells_jax.fit(x, labels, workdir=workdir, overwrite=True, log=print)
+tries = len(list(workdir.glob("try[0-9]*"))) + 1
+print("TRIES", tries, model.verdict["verdict"])
 """
 
 
-def _timed(command) -> float:
+def _timed(command) -> tuple[float, str]:
   start = time.perf_counter()
   result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
   if result.returncode:
     raise SystemExit(f"{command[:3]} failed:\n{result.stderr[-2000:]}")
-  return time.perf_counter() - start
+  return time.perf_counter() - start, result.stdout
 
 
 def main(argv=None) -> list[dict]:
@@ -52,7 +57,7 @@ def main(argv=None) -> list[dict]:
   rounds = []
   with tempfile.TemporaryDirectory() as tmp:
     for i in range(args.repeats + args.skip_first):
-      command = _timed(
+      command, _ = _timed(
         [
           sys.executable,
           "experiments/run.py",
@@ -61,12 +66,20 @@ def main(argv=None) -> list[dict]:
           "--overwrite",
         ]
       )
-      fit = _timed([sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit"])
-      row = {"concentric_s": command, "fit_s": fit, "ratio": fit / command}
+      fit, said = _timed([sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit"])
+      tries, verdict = said.split("TRIES ")[-1].split(maxsplit=1)
+      row = {
+        "concentric_s": command,
+        "fit_s": fit,
+        "tries": int(tries),
+        "verdict": verdict.strip(),
+        "ratio_per_try": fit / int(tries) / command,
+      }
+      warm_up = " (warm-up)" if args.skip_first and i == 0 else ""
       print(
-        f"round {i}: concentric command {command:.1f} s, fit {fit:.1f} s, "
-        f"ratio {fit / command:.2f}"
-        + (" (warm-up)" if args.skip_first and i == 0 else ""),
+        f"round {i}: concentric command {command:.1f} s, fit {fit:.1f} s in "
+        f"{tries} tries ({row['verdict']}), ratio a try "
+        f"{row['ratio_per_try']:.2f}{warm_up}",
         flush=True,
       )
       if not (args.skip_first and i == 0):
