@@ -26,9 +26,9 @@ __all__ = ["FIT_CONFIG", "FIT_POPULATION", "FIT_TRIES", "fit", "user_dataset"]
 # half the steps by latent_coverage) with ten times the paper's starting rate
 # of the Psi step, on data conditioned to that experiment's spread, with
 # anchors spread along each class's manifold. The rate: on the README's
-# circles as arrays the paper's 4e-4 learned them on 4 of 10 seeds, 4e-3 on
-# 10 of 10; success rates and the verdict's precision: docs/fit.md
-# (benchmarks/fit_battery.py).
+# circles as arrays one try with the paper's 4e-4 learned them on 4 of 10
+# seeds, with 4e-3 on 7 of 10; success rates, tries and the verdict's
+# precision: docs/fit.md (benchmarks/fit_battery.py).
 FIT_POPULATION = 8
 FIT_CONFIG = Config(
   lr_psi=4e-3,
@@ -137,8 +137,9 @@ def fit(
       points per class (``anchor_choice``).
     config: a :class:`~vaells_jax.config.Config`; ``config.model`` picks
       VAELLS or a baseline. Default: :data:`FIT_CONFIG`, the paper's
-      concentric settings with :data:`FIT_POPULATION` members (a config you
-      build trains ``config.population`` members, default 1).
+      concentric settings with :data:`FIT_POPULATION` members and ten times
+      the paper's ``lr_psi`` (a config you build trains
+      ``config.population`` members, default 1).
     anchors_per_class: anchors chosen per class when ``anchors`` is None.
     anchor_choice: ``"spread"``: spread along each class's manifold
       (:func:`vaells_jax.data.anchors.spread_anchors`); ``"random"``: random

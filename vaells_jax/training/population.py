@@ -166,7 +166,7 @@ def claim_cores(population: int) -> str | None:
   from jax._src import xla_bridge
 
   if xla_bridge.backends_are_initialized():
-    if len(member_devices(population)) >= count:
+    if jax.default_backend() != "cpu" or len(member_devices(population)) >= count:
       return None
     return (
       f"the population's {population} members run on one device: jax had "
