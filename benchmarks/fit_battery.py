@@ -157,7 +157,7 @@ def one_fit(
     )
     tried = pathlib.Path(workdir, "tries.json")
     kept = (
-      json.loads(tried.read_text()) if tried.exists() else {"kept": ".", "tries": [1]}
+      json.loads(tried.read_text()) if tried.exists() else {"kept": ".", "tries": []}
     )
     summary = json.loads(
       pathlib.Path(workdir, kept["kept"], "summary.json").read_text()
@@ -188,11 +188,9 @@ def one_fit(
     "signals": model.verdict["signals"],
     "member_signals": population.get("signals", {}),
     "selected_member": population.get("selected_member"),
-    "tries": len(kept["tries"]),
+    "tries": max(1, len(kept["tries"])),  # one try writes no tries.json
     "kept_try": kept["kept"],
-    "try_coverages": [
-      t["latent_coverage"] for t in kept["tries"] if isinstance(t, dict)
-    ],
+    "try_coverages": [t["latent_coverage"] for t in kept["tries"]],
     "wall_time_s": wall,
   }
 

@@ -54,8 +54,9 @@ class InputMap:
     return y * np.float32(self.scale) + self.shift.astype(np.float32)
 
   def user_data(self, data):
-    """A :class:`~vaells_jax.data.synthetic.SyntheticData` in the model's
-    units, in the user's (points, anchors, manifold and noise level)."""
+    """``data`` (a :class:`~vaells_jax.data.synthetic.SyntheticData` in
+    the model's units) in the user's: points, anchors, manifold and noise
+    level mapped back."""
 
     def back(a):
       return None if a is None else np.asarray(a, np.float64) * self.scale + self.shift

@@ -249,7 +249,7 @@ def train_and_evaluate(
       :func:`vaells_jax.training.loop.train`.
   """
   start = time.perf_counter()
-  cores = population.claim_cores(config.population) if config.population > 1 else None
+  cores = population.claim_cores(config.population)
   validate_run(config, data, workdir, resume, overwrite)
   if cores:
     log(f"note: {cores}")

@@ -27,22 +27,19 @@ from __future__ import annotations
 import numpy as np
 
 from vaells_jax.training.population import (
-  COVERAGE_POINTS,
-  COVERAGE_RADII,
   OPERATOR_NORM_LIMIT,
-  _coverages,
+  coverage_signals,
+  coverage_subset,
 )
 
 __all__ = [
   "THRESHOLDS",
-  "VERDICTS",
   "decide",
   "noise_level",
   "verdict",
   "verdict_signals",
 ]
 
-VERDICTS = ("learned", "not learned", "uncertain")
 THRESHOLDS = {
   # latent_coverage at or above: learned; below "coverage_low": not learned.
   # On the calibration fits (benchmarks/fit_battery.py: circles and the open
@@ -93,12 +90,10 @@ def verdict_signals(trained, seed: int = 0) -> dict:
   where the model gives non-finite values."""
   data = trained.data
   x = np.asarray(data.x_train, np.float32)
-  subset = np.random.default_rng(seed).permutation(len(x))[:COVERAGE_POINTS]
+  subset = coverage_subset(len(x), seed)
   latents = np.asarray(trained.encode(x[subset]), np.float64)
   psi = np.asarray(trained.psi, np.float64)
-  coverage, wide = _coverages(
-    latents, data.labels_train[subset], psi, seed, tuple(COVERAGE_RADII.values())
-  )
+  coverages = coverage_signals(latents, data.labels_train[subset], psi, seed)
   test = np.asarray(data.x_test, np.float64)
   decoded = np.asarray(trained.decode(trained.encode(test)), np.float64)
   spread = np.mean(np.sum((test - test.mean(axis=0)) ** 2, axis=-1))
@@ -111,8 +106,7 @@ def verdict_signals(trained, seed: int = 0) -> dict:
     squared = error * spread - test.shape[1] * noise**2
     levels = np.sqrt(max(squared, 0.0)) / noise
   return {
-    "latent_coverage": coverage,
-    "latent_coverage_wide": wide,
+    **coverages,
     "reconstruction_error": finite(error),
     "operator_norm": finite(norm),
     "reconstruction_noise_levels": finite(levels),

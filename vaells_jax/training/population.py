@@ -292,16 +292,15 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   signals["psi_rejected"] = np.asarray(state.psi_rejected).astype(float).tolist()
   model = Model.create(config, data.data_dim)
   encode = jax.jit(model.encode)
-  subset = np.random.default_rng(config.seed).permutation(len(x))[:COVERAGE_POINTS]
+  subset = coverage_subset(len(x), config.seed)
   members = [member(state, k) for k in range(config.population)]
   latents = [np.asarray(encode(m.params, x[subset])) for m in members]
-  radii = tuple(COVERAGE_RADII.values())
   scores = [
-    _coverages(z, labels[subset], np.asarray(m.psi), config.seed, radii)
+    coverage_signals(z, labels[subset], np.asarray(m.psi), config.seed)
     for z, m in zip(latents, members, strict=True)
   ]
-  for i, name in enumerate(COVERAGE_RADII):
-    signals[name] = [member_scores[i] for member_scores in scores]
+  for name in COVERAGE_RADII:
+    signals[name] = [member_scores[name] for member_scores in scores]
   norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
   signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
@@ -345,6 +344,19 @@ def latent_coverage(
     The score in ``[0, 1]``.
   """
   return _coverages(latents, labels, psi, seed, (radius,))[0]
+
+
+def coverage_subset(num_points: int, seed: int) -> np.ndarray:
+  """The indices of the (at most :data:`COVERAGE_POINTS`) points encoded for
+  the coverage signals, drawn by ``seed``."""
+  return np.random.default_rng(seed).permutation(num_points)[:COVERAGE_POINTS]
+
+
+def coverage_signals(latents, labels, psi, seed: int) -> dict:
+  """:func:`latent_coverage` at every radius of :data:`COVERAGE_RADII`, by
+  name, from one set of orbits."""
+  scores = _coverages(latents, labels, psi, seed, tuple(COVERAGE_RADII.values()))
+  return dict(zip(COVERAGE_RADII, scores, strict=True))
 
 
 def _coverages(latents, labels, psi, seed: int, radii) -> list[float]:
