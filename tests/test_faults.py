@@ -134,6 +134,8 @@ BAD_FLAGS = [
   (["--config.latent_dim=1000000000"], "config.latent_dim must be <= 4096"),
   (["--config.max_lr_psi=inf", "--config.lr_psi=inf"], "must be finite"),
   (["--config.init_range=(-inf,inf)"], "config.init_range must be finite"),
+  (["--config.init_range=1"], "config.init_range must be (lo, hi), two numbers"),
+  (["--config.init_range=(0,1,2)"], "must be (lo, hi), two numbers, got (0.0, 1.0"),
   (["--config.zeta3=1e-320"], "config.zeta3 must be finite"),
   (["--config.inference_tol=inf"], "config.inference_tol must be finite"),
   (["--config.psi_lr_decay_start=-7"], "psi_lr_decay_start must be >= 0, or -1"),

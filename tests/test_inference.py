@@ -536,6 +536,10 @@ def test_danskin_gradient_matches_finite_difference_of_optimum(rotation_psi):
     ({"l1_weight": np.ones(4)}, "do not broadcast"),
     ({"psi": np.zeros((2, 2))}, r"psi must have shape \[M, d, d\]"),
     ({"psi": np.zeros((1, 2, 3))}, r"psi must have shape \[M, d, d\]"),
+    (
+      {"psi": np.zeros((1, 0, 0)), "z0": np.zeros(0), "z1": np.zeros(0)},
+      r"M, d >= 1, got \(1, 0, 0\)",
+    ),
     ({"num_restarts": 0}, "num_restarts"),
     ({"num_restarts": 2.0}, "num_restarts"),
     ({"max_iter": 0}, "max_iter"),

@@ -227,6 +227,10 @@ class Config:
         f"({self.max_lr_psi})."
       )
     for name in ("init_range", "posterior_init_range"):
+      if len(getattr(self, name)) != 2:
+        raise ValueError(
+          f"config.{name} must be (lo, hi), two numbers, got {getattr(self, name)}."
+        )
       lo, hi = getattr(self, name)
       if not lo <= hi:
         raise ValueError(

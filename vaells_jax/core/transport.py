@@ -34,8 +34,10 @@ def check_psi(psi) -> tuple[int, int]:
     ValueError: if ``psi`` is not a 3-D array of square matrices.
   """
   shape = jnp.shape(psi)
-  if len(shape) != 3 or shape[1] != shape[2] or shape[0] < 1:
-    raise ValueError(f"psi must have shape [M, d, d] with M >= 1, got {tuple(shape)}.")
+  if len(shape) != 3 or shape[1] != shape[2] or shape[0] < 1 or shape[1] < 1:
+    raise ValueError(
+      f"psi must have shape [M, d, d] with M, d >= 1, got {tuple(shape)}."
+    )
   return shape[0], shape[1]
 
 
