@@ -106,6 +106,7 @@ def _one_line_exit_2(capsys, argv, message):
     ({"hidden": (10**9,)}, "config.hidden must be <= 65536"),
     ({"psi_lr_decay_start": -7}, "config.psi_lr_decay_start must be >= 0, or -1"),
     ({"psi_seed": -2}, "config.psi_seed must be >= 0, or -1"),
+    ({"lr_net_cooldown": 2.0}, "config.lr_net_cooldown must be in [0, 1]"),
   ],
 )
 def test_config_refuses_out_of_range_values(kwargs, message):
@@ -327,6 +328,16 @@ def test_broken_config_json_is_refused_by_resume_and_load(
   with pytest.raises(ValueError, match=message.replace("[", r"\[").split("(")[0]):
     load(workdir)
   assert _snapshot(workdir) == before
+
+
+def test_a_run_saved_before_a_field_joined_the_config_still_loads(trained, tmp_path):
+  """A config.json without a field of ``ADDED_LATER`` (an older run) loads
+  with the value that reproduces it, and its checkpoints still verify."""
+  workdir = _copy(trained, tmp_path)
+  raw = json.loads((workdir / "config.json").read_text())
+  del raw["lr_net_cooldown"]  # the file of an older run
+  (workdir / "config.json").write_text(json.dumps(raw))
+  assert load(workdir).config.lr_net_cooldown == 0.0
 
 
 def test_truncated_dataset_is_refused_by_resume_and_load(trained, tmp_path, capsys):

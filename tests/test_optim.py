@@ -13,6 +13,7 @@ from vaells_jax.training.optim import (
   PSI_LATE_DECAY,
   PSI_RATE_FACTOR,
   accept_reject_step,
+  cooldown,
   make_optimizer,
   phase_gated,
   psi_step_state,
@@ -117,7 +118,7 @@ def _vaells_params():
   }
 
 
-def _vaells_update(tx, state, params, grads, *, update_net, update_psi):
+def _vaells_update(tx, state, params, grads, *, update_net, update_psi, step=0):
   value_fn = lambda p: 0.5 * jnp.sum(p["psi"] ** 2)  # noqa: E731
   return tx.update(
     grads,
@@ -125,7 +126,7 @@ def _vaells_update(tx, state, params, grads, *, update_net, update_psi):
     params,
     update_net=jnp.asarray(update_net),
     update_psi=jnp.asarray(update_psi),
-    step=jnp.asarray(0),
+    step=jnp.asarray(step),
     value=value_fn(params),
     value_fn=value_fn,
   )
@@ -171,3 +172,50 @@ def test_non_finite_gradient_skips_every_group_and_is_counted():
   _, good = _vaells_update(tx, skipped, params, grads, update_net=True, update_psi=True)
   assert (int(good.total_notfinite), int(good.notfinite_count)) == (1, 0)
   chex.assert_tree_all_finite(good)
+
+
+def test_cooldown_is_one_then_a_cosine_to_zero():
+  assert cooldown(Config()) is None  # the paper's constant rates
+  factor = cooldown(Config(num_steps=100, lr_net_cooldown=0.5))
+  got = [float(factor(jnp.asarray(s))) for s in (0, 49, 50, 75, 100, 120)]
+  np.testing.assert_allclose(got, [1, 1, 1, 0.5, 0, 0], atol=1e-6)
+  with pytest.raises(ValueError, match="lr_net_cooldown must be in"):
+    Config(lr_net_cooldown=1.5)
+
+
+@pytest.mark.parametrize("step, factor", [(10, 1.0), (75, 0.5), (100, 0.0)])
+def test_cooldown_scales_the_network_and_anchor_steps_only(step, factor):
+  """Net and anchor updates are the constant-rate ones times the factor at
+  ``step``; the Psi step is untouched."""
+  params = _vaells_params()
+  grads = jax.tree_util.tree_map(jnp.ones_like, params)
+  grads["psi"] = PSI[None]
+  updates = {}
+  for fraction in (0.0, 0.5):
+    tx = make_optimizer(
+      Config(lr_psi=0.1, max_lr_psi=1.0, num_steps=100, lr_net_cooldown=fraction)
+    )
+    updates[fraction], _ = _vaells_update(
+      tx, tx.init(params), params, grads, update_net=True, update_psi=True, step=step
+    )
+  for group in ("encoder", "decoder", "anchors"):
+    chex.assert_trees_all_close(
+      updates[0.5][group],
+      jax.tree_util.tree_map(lambda u: factor * u, updates[0.0][group]),
+      atol=1e-9,
+    )
+  chex.assert_trees_all_equal(updates[0.5]["psi"], updates[0.0]["psi"])
+
+
+def test_a_baselines_rate_cools_down_with_its_steps():
+  from vaells_jax.training.baseline_step import _optimizer
+
+  config = Config(model="vae", num_steps=10, lr_net_cooldown=1.0, lr_net=0.1)
+  tx, params = _optimizer(config), {"w": jnp.zeros(2)}
+  state, grads, sizes = tx.init(params), {"w": jnp.ones(2)}, []
+  for _ in range(10):
+    updates, state = tx.update(grads, state, params)
+    sizes.append(float(jnp.abs(updates["w"][0])))
+  factor = cooldown(config)
+  expected = [0.1 * float(factor(jnp.asarray(n))) for n in range(10)]
+  np.testing.assert_allclose(sizes, expected, rtol=1e-3)

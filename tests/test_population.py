@@ -195,6 +195,25 @@ def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
   assert int(summary["steps"]) == SMALL.num_steps
 
 
+def test_cooldown_counts_the_whole_runs_steps(tmp_path):
+  """With the rates' cooldown over the second half, the population half
+  trains at full rates (the same members and signals as without it) and
+  only the kept member's continuation cools down."""
+  runs = {}
+  for fraction in (0.0, 0.5):
+    config = dataclasses.replace(SMALL, lr_net_cooldown=fraction)
+    trained, _ = train_and_evaluate(
+      config, DATA, tmp_path / str(fraction), log=lambda _: None
+    )
+    selection = tmp_path / str(fraction) / "population" / "selection.json"
+    runs[fraction] = (json.loads(selection.read_text())["signals"], trained.params)
+  assert runs[0.5][0] == runs[0.0][0]
+  assert not np.allclose(
+    runs[0.5][1]["decoder"]["Dense_0"]["kernel"],
+    runs[0.0][1]["decoder"]["Dense_0"]["kernel"],
+  )
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

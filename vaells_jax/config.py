@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CONFIG_NAME", "Config", "config_from_json", "override"]
+__all__ = ["ADDED_LATER", "CONFIG_NAME", "Config", "config_from_json", "override"]
 
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
@@ -51,6 +51,11 @@ class Config:
   num_samples: int = 1  # N_s
   lr_net: float = 0.005
   lr_anchor: float = 1e-4
+  # The last fraction of num_steps over which lr_net and lr_anchor fall to 0
+  # along a cosine (vaells_jax.training.optim.cooldown); 0: constant rates,
+  # as the paper trains. fit() uses it: the decoder then resolves the data's
+  # manifold at its noise (docs/fit.md).
+  lr_net_cooldown: float = 0.0
   learn_anchors: bool = True
   lr_psi: float = 4e-4  # starting rate of the accept/reject Psi step
   max_lr_psi: float = 0.1
@@ -202,6 +207,10 @@ class Config:
       raise ValueError(
         f"config.population_init must be one of {POPULATION_INITS}, got "
         f"{self.population_init!r}."
+      )
+    if not 0 <= self.lr_net_cooldown <= 1:
+      raise ValueError(
+        f"config.lr_net_cooldown must be in [0, 1], got {self.lr_net_cooldown}."
       )
     if not 0 < self.select_at <= 1:
       raise ValueError(f"config.select_at must be in (0, 1], got {self.select_at}.")
@@ -433,6 +442,13 @@ def override(config: Config, overrides: dict[str, str]) -> Config:
   return dataclasses.replace(config, **changes)
 
 
+# Fields that joined Config after runs were saved without them, with the
+# value that reproduces those runs: a config.json without one loads with it,
+# and a run at that value keeps the identity its checkpoints were written with
+# (vaells_jax.training.guards.run_identity).
+ADDED_LATER = {"lr_net_cooldown": 0.0}
+
+
 def config_from_json(path) -> Config:
   """Reads a configuration saved by a run (``WORKDIR/config.json``).
 
@@ -452,6 +468,7 @@ def config_from_json(path) -> Config:
       f"{path} must hold a JSON object of config fields, got a {type(raw).__name__}."
     )
   fields = [f.name for f in dataclasses.fields(Config)]
+  raw = {**ADDED_LATER, **raw}
   missing = [k for k in fields if k not in raw]
   extra = sorted(k for k in raw if k not in fields)
   if missing or extra:

@@ -24,14 +24,19 @@ __all__ = ["FIT_CONFIG", "FIT_POPULATION", "FIT_TRIES", "fit", "user_dataset"]
 # What fit() trains when it is given no config: the concentric experiment's
 # settings (paper table 4, gauss_newton, 8 dictionary draws, the best kept at
 # half the steps by latent_coverage) with ten times the paper's starting rate
-# of the Psi step, on data conditioned to that experiment's spread, with
-# anchors spread along each class's manifold. The rate: on the README's
+# of the Psi step and the network rates cooling down to 0 over the kept
+# member's half, on data conditioned to that experiment's spread, with
+# anchors spread along each class's manifold. The Psi rate: on the README's
 # circles as arrays one try with the paper's 4e-4 learned them on 4 of 10
-# seeds, with 4e-3 on 7 of 10; success rates, tries and the verdict's
+# seeds, with 4e-3 on 7 of 10. The cooldown: a constant Adam rate leaves
+# the decoder about 0.1 off the manifold (data at RMS 2), enough in 10-D but
+# 20-70 noise levels in 100-D; cooled down, the 100-D circles' prior samples
+# lie 9-10 noise levels off. Success rates, tries and the verdict's
 # precision: docs/fit.md (benchmarks/fit_battery.py).
 FIT_POPULATION = 8
 FIT_CONFIG = Config(
   lr_psi=4e-3,
+  lr_net_cooldown=0.5,
   inference_method="gauss_newton",
   population=FIT_POPULATION,
   select_at=0.5,
@@ -137,9 +142,9 @@ def fit(
       points per class (``anchor_choice``).
     config: a :class:`~vaells_jax.config.Config`; ``config.model`` picks
       VAELLS or a baseline. Default: :data:`FIT_CONFIG`, the paper's
-      concentric settings with :data:`FIT_POPULATION` members and ten times
-      the paper's ``lr_psi`` (a config you build trains
-      ``config.population`` members, default 1).
+      concentric settings with :data:`FIT_POPULATION` members, ten times
+      the paper's ``lr_psi`` and ``lr_net_cooldown=0.5`` (a config you build
+      trains ``config.population`` members, default 1).
     anchors_per_class: anchors chosen per class when ``anchors`` is None.
     anchor_choice: ``"spread"``: spread along each class's manifold
       (:func:`vaells_jax.data.anchors.spread_anchors`); ``"random"``: random

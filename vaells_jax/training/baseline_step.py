@@ -23,7 +23,7 @@ import optax
 from vaells_jax.config import Config
 from vaells_jax.data.augment import randomly_rotated
 from vaells_jax.models.baselines import Baseline
-from vaells_jax.training.optim import SkippedSteps, skip_if_not_finite
+from vaells_jax.training.optim import SkippedSteps, cooldown, skip_if_not_finite
 from vaells_jax.training.step import jit_step, poison_if_not_finite
 
 __all__ = [
@@ -64,7 +64,9 @@ def create_baseline(config: Config, data_dim: int) -> Baseline:
 
 
 def _optimizer(config: Config) -> optax.GradientTransformation:
-  return skip_if_not_finite(optax.adam(config.lr_net, b1=0.5, b2=0.999))
+  factor = cooldown(config)  # Adam's count is the step: a baseline never alternates
+  rate = config.lr_net if factor is None else lambda n: config.lr_net * factor(n)
+  return skip_if_not_finite(optax.adam(rate, b1=0.5, b2=0.999))
 
 
 def init_baseline_state(key, config: Config, x_train) -> BaselineState:

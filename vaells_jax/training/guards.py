@@ -21,7 +21,7 @@ import threading
 import jax
 import numpy as np
 
-from vaells_jax.config import Config
+from vaells_jax.config import ADDED_LATER, Config
 from vaells_jax.data.synthetic import SyntheticData
 
 __all__ = [
@@ -215,7 +215,9 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
     digest.update(repr(array.shape).encode())
     digest.update(array.tobytes())
   fields = {
-    k: v for k, v in dataclasses.asdict(config).items() if k not in _NOT_IDENTITY
+    k: v
+    for k, v in dataclasses.asdict(config).items()
+    if k not in _NOT_IDENTITY and (k not in ADDED_LATER or v != ADDED_LATER[k])
   }
   return {"config": json.loads(json.dumps(fields)), "data_sha256": digest.hexdigest()}
 

@@ -4,6 +4,7 @@ One :func:`optax.partition` over the parameter groups
 
 * ``"net"`` (encoder, decoder): Adam, ``lr_net``, b1 = 0.5, b2 = 0.999;
 * ``"anchor"``: Adam, ``lr_anchor`` (or nothing when anchors are fixed);
+  both rates times :func:`cooldown`'s factor when ``lr_net_cooldown > 0``;
 * ``"psi"``: :func:`accept_reject_step`, the paper's ``Psi`` step,
 
 each gated by the phase of the schedule (:func:`phase_gated`), all inside
@@ -150,9 +151,40 @@ def skip_if_not_finite(
   return optax.apply_if_finite(inner, _NEVER)
 
 
+def cooldown(config: Config):
+  """The factor on ``lr_net`` and ``lr_anchor`` at a step: 1, then, over the
+  last ``config.lr_net_cooldown`` of ``config.num_steps``, down to 0 along a
+  cosine (``step -> factor``, traceable). None when there is no cooldown."""
+  if config.lr_net_cooldown == 0:
+    return None
+  length = max(1, round(config.lr_net_cooldown * config.num_steps))
+  start = config.num_steps - length
+
+  def factor(step):
+    done = jnp.clip((step - start) / length, 0.0, 1.0)
+    return 0.5 * (1 + jnp.cos(jnp.pi * done))
+
+  return factor
+
+
+def scale_by_step(factor) -> optax.GradientTransformationExtraArgs:
+  """Multiplies the updates by ``factor(step)``, ``step`` the extra argument."""
+
+  def update(updates, state, params=None, *, step, **extra):
+    del params, extra
+    return jax.tree_util.tree_map(lambda u: u * factor(step), updates), state
+
+  return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(), update)
+
+
 def make_optimizer(config: Config) -> optax.GradientTransformationExtraArgs:
   """The optimiser of every parameter group of a VAELLS run (module docstring)."""
-  adam = lambda lr: optax.adam(lr, b1=0.5, b2=0.999)  # noqa: E731
+  factor = cooldown(config)
+
+  def adam(lr):
+    inner = optax.adam(lr, b1=0.5, b2=0.999)
+    return inner if factor is None else optax.chain(inner, scale_by_step(factor))
+
   anchor_opt = adam(config.lr_anchor) if config.learn_anchors else optax.set_to_zero()
   groups = optax.partition(
     {

@@ -451,7 +451,8 @@ def train(
   selection_path = pop_dir / SELECTION_NAME
   k = selection_step(config)
   pop_config = dataclasses.replace(config, num_steps=k)
-  pop_step = make_population_step(pop_config, data.data_dim)
+  # the step of the whole run: its rates' cooldown counts config.num_steps
+  pop_step = make_population_step(config, data.data_dim)
   if not selection_path.exists():
     spread = len(member_devices(config.population))
     over = f" split over {spread} devices" if spread > 1 else ""
