@@ -64,3 +64,45 @@ def test_every_module_is_short():
     if (n := len(p.read_text().splitlines())) > 650
   }
   assert not long, long
+
+
+def _module_name(path: pathlib.Path) -> str:
+  parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(path: pathlib.Path, known: set[str]) -> set[str]:
+  """The package's modules ``path`` imports anywhere in it (function-level
+  imports included)."""
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    else:
+      continue
+    found.update(n for n in names if n in known)
+  return found
+
+
+def test_no_import_cycle():
+  known = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+  graph = {
+    _module_name(p): _imported_modules(p, known) - {_module_name(p)}
+    for p in PACKAGE.rglob("*.py")
+    if p.name != "__init__.py"  # a package's __init__ re-exports its modules
+  }
+  state = {}
+
+  def visit(module, trail):
+    if state.get(module) == "open":
+      raise AssertionError("import cycle: " + " -> ".join(trail + [module]))
+    if state.get(module) != "done":
+      state[module] = "open"
+      for other in sorted(graph.get(module, ())):
+        visit(other, trail + [module])
+      state[module] = "done"
+
+  for module in sorted(graph):
+    visit(module, [])

@@ -33,8 +33,16 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["MAX_SQUARINGS", "expm_2x2", "expm_pairs", "expm_pairs_shift", "expm_small"]
+__all__ = [
+  "MAX_SQUARINGS",
+  "check_finite",
+  "expm_2x2",
+  "expm_pairs",
+  "expm_pairs_shift",
+  "expm_small",
+]
 
 MAX_SQUARINGS = 10  # ||A||_1 up to 2^9 = 512; beyond that the result is NaN.
 _THETA = 0.5
@@ -69,10 +77,33 @@ def expm_small(a, *, checked: bool = False):
   """
   result = _expm_small(a)
   if checked:
-    from vaells_jax.core.transport import check_finite  # transport imports this module
-
     check_finite(result, "expm_small", a=a, generator=a)
   return result
+
+
+def check_finite(result, what: str, **inputs):
+  """Returns ``result``, or raises ``ValueError`` if it holds inf or NaN.
+
+  The message names the non-finite input among ``inputs`` if there is one,
+  else the largest ``||.||_1`` of ``inputs["generator"]`` (out of range).
+  Needs concrete arrays: under ``jit`` there is nothing to check yet.
+  """
+  arrays = [result, *inputs.values()]
+  if any(isinstance(a, jax.core.Tracer) for a in arrays):
+    raise ValueError(
+      "checked=True needs concrete arrays (call it outside jit/vmap, or test "
+      "the result with jnp.isfinite)."
+    )
+  if np.all(np.isfinite(np.asarray(result))):
+    return result
+  for name, value in inputs.items():
+    if name != "generator" and not np.all(np.isfinite(np.asarray(value))):
+      raise ValueError(f"{what} is not finite: {name} contains inf or NaN.")
+  norm = np.max(np.abs(np.asarray(inputs["generator"])).sum(axis=-2))
+  raise ValueError(
+    f"{what} is not finite: the generator sum_m c_m psi_m has ||A||_1 up to "
+    f"{norm:.3g}, outside the valid range (module docstring)."
+  )
 
 
 def _expm_small(a):

@@ -17,12 +17,10 @@ generators) stay finite for any coefficients.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.linalg import expm
 
-from vaells_jax.core.expm import expm_2x2
+from vaells_jax.core.expm import check_finite, expm_2x2
 
 __all__ = ["check_finite", "generator", "transport", "transport_path", "check_psi"]
 
@@ -73,31 +71,6 @@ def generator(psi, coeffs):
     ``[..., d, d]``.
   """
   return jnp.einsum("...m,mij->...ij", coeffs, psi)
-
-
-def check_finite(result, what: str, **inputs):
-  """Returns ``result``, or raises ``ValueError`` if it holds inf or NaN.
-
-  The message names the non-finite input among ``inputs`` if there is one,
-  else the largest ``||.||_1`` of ``inputs["generator"]`` (out of range).
-  Needs concrete arrays: under ``jit`` there is nothing to check yet.
-  """
-  arrays = [result, *inputs.values()]
-  if any(isinstance(a, jax.core.Tracer) for a in arrays):
-    raise ValueError(
-      "checked=True needs concrete arrays (call it outside jit/vmap, or test "
-      "the result with jnp.isfinite)."
-    )
-  if np.all(np.isfinite(np.asarray(result))):
-    return result
-  for name, value in inputs.items():
-    if name != "generator" and not np.all(np.isfinite(np.asarray(value))):
-      raise ValueError(f"{what} is not finite: {name} contains inf or NaN.")
-  norm = np.max(np.abs(np.asarray(inputs["generator"])).sum(axis=-2))
-  raise ValueError(
-    f"{what} is not finite: the generator sum_m c_m psi_m has ||A||_1 up to "
-    f"{norm:.3g}, outside the valid range (module docstring)."
-  )
 
 
 def transport(psi, coeffs, z0, *, checked: bool = False):

@@ -18,15 +18,18 @@ import sys
 import urllib.error
 import urllib.request
 
-from vaells_jax.data.mnist import (
-  TEST_IMAGES,
-  TEST_LABELS,
-  TRAIN_IMAGES,
-  TRAIN_LABELS,
-  MnistUnavailable,
-)
+__all__ = ["FILES", "MIRRORS", "MnistUnavailable", "download_mnist", "main"]
 
-__all__ = ["FILES", "MIRRORS", "download_mnist", "main"]
+# The four IDX files (vaells_jax.data.mnist reads them).
+TRAIN_IMAGES = "train-images-idx3-ubyte"
+TRAIN_LABELS = "train-labels-idx1-ubyte"
+TEST_IMAGES = "t10k-images-idx3-ubyte"
+TEST_LABELS = "t10k-labels-idx1-ubyte"
+
+
+class MnistUnavailable(RuntimeError):
+  """MNIST cannot be had from the requested source; the message says why."""
+
 
 MIRRORS = (
   "https://storage.googleapis.com/cvdf-datasets/mnist/",

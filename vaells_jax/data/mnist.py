@@ -37,6 +37,13 @@ import zlib
 import numpy as np
 
 from vaells_jax.data.augment import IMAGE_SHAPE
+from vaells_jax.data.download import (
+  TEST_IMAGES,
+  TEST_LABELS,
+  TRAIN_IMAGES,
+  TRAIN_LABELS,
+  MnistUnavailable,
+)
 
 __all__ = [
   "MnistData",
@@ -48,10 +55,6 @@ __all__ = [
 
 NUM_CLASSES = 10
 NUM_VALIDATION = 10_000  # the paper's validation set: the last 10 000 train digits
-TRAIN_IMAGES = "train-images-idx3-ubyte"
-TRAIN_LABELS = "train-labels-idx1-ubyte"
-TEST_IMAGES = "t10k-images-idx3-ubyte"
-TEST_LABELS = "t10k-labels-idx1-ubyte"
 _IDX_TYPES = {
   0x08: "uint8",
   0x09: "int8",
@@ -68,10 +71,6 @@ _ADVICE = (
   f"files ({TRAIN_IMAGES}, {TRAIN_LABELS}, {TEST_IMAGES}, {TEST_LABELS}, raw "
   "or .gz)."
 )
-
-
-class MnistUnavailable(RuntimeError):
-  """MNIST cannot be had from the requested source; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
