@@ -294,7 +294,8 @@ def user_dataset(
     )
   x = x.astype(np.float64)
   if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-    raise ValueError(f"x must be [N, D] with N, D >= 1, got shape {x.shape}.")
+    empty = "x is empty: " if x.size == 0 else ""
+    raise ValueError(f"{empty}x must be [N, D] with N, D >= 1, got shape {x.shape}.")
   if not np.all(np.isfinite(x)):
     raise ValueError("x contains non-finite values.")
   labels = _check_labels(labels, x.shape[0])
