@@ -4,8 +4,9 @@ Installed, ``vaells-run --exp=concentric`` is the same command. Flags are
 listed by ``--help``, with every config key that ``--config.KEY=VALUE`` (or
 ``--config.KEY VALUE``) overrides.
 
-``--exp=sensitivity --base=concentric|swiss_roll --seeds=N`` runs the
-population study (``vaells_jax.runs.sensitivity``).
+``--exp=sensitivity --base=concentric|swiss_roll --seeds=N [--first-seed=S]``
+runs the population study (``vaells_jax.runs.sensitivity``) on seeds
+S..S+N-1.
 ``--exp=sensitivity --base=nat_mnist --grid [--ops=2,4,8] [--anchors=8,12,16]``
 runs the paper's table-1 grid of single natural-MNIST runs (dictionary size
 ``M`` x anchors per class ``N_a``; ``--seeds`` default 1) at the budget of
@@ -158,6 +159,13 @@ def make_parser() -> argparse.ArgumentParser:
     "grid (default 1)",
   )
   parser.add_argument(
+    "--first-seed",
+    type=int,
+    default=0,
+    metavar="S",
+    help="the study and the grid: seeds S..S+N-1 with --seeds=N (default 0)",
+  )
+  parser.add_argument(
     "--anchors",
     default=None,
     metavar="A,B,...",
@@ -263,15 +271,20 @@ def parse_args(argv):
       parser.error(f"{args.exp} chooses its models; leave out --model")
     if "seed" in overrides:
       parser.error(f"{args.exp} runs seeds 0..N-1; use --seeds=N, not --config.seed")
+    if args.first_seed and args.exp in COMPARISONS:
+      parser.error("--first-seed goes with --exp=sensitivity, and only with it")
+    if not 0 <= args.first_seed <= 2**31 - 1002:
+      parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     if args.grid and "num_ops" in overrides:
       parser.error("--grid sets M per run; use --ops=M,M,..., not --config.num_ops")
     if args.resume:
       parser.error(f"{args.exp} resumes by itself: run the same command again")
   elif "model" in overrides:
     parser.error("choose the model with --model, not --config.model")
-  elif args.seeds is not None:
+  elif args.seeds is not None or args.first_seed:
     parser.error(
-      "--seeds applies to comparisons and the study only; use --config.seed=S"
+      "--seeds and --first-seed apply to comparisons and the study only; use "
+      "--config.seed=S"
     )
   return args, overrides
 
@@ -356,7 +369,7 @@ def grid(args, config, workdir) -> int:
       ),
       args.ops,
       args.anchors,
-      range(args.seeds),
+      range(args.first_seed, args.first_seed + args.seeds),
       workdir,
       log=lambda line: print(line, flush=True),
       overwrite=args.overwrite,
@@ -378,7 +391,7 @@ def grid(args, config, workdir) -> int:
 
 
 def sensitivity(args, config, workdir) -> int:
-  """The population study on seeds 0..N-1 (vaells_jax.runs.sensitivity)."""
+  """The population study on seeds S..S+N-1 (vaells_jax.runs.sensitivity)."""
   from vaells_jax.runs.sensitivity import anchor_study, population_study
 
   if args.grid:  # single runs: no population default
@@ -391,14 +404,18 @@ def sensitivity(args, config, workdir) -> int:
       config,
       lambda c, count: make_data(args.base, c, None, random_anchors=count),
       args.anchors,
-      range(args.seeds),
+      range(args.first_seed, args.first_seed + args.seeds),
       workdir,
       log,
     )
     print((workdir / "anchors.md").read_text())
     return 0
   population_study(
-    config, lambda c: make_data(args.base, c, None), range(args.seeds), workdir, log
+    config,
+    lambda c: make_data(args.base, c, None),
+    range(args.first_seed, args.first_seed + args.seeds),
+    workdir,
+    log,
   )
   print((workdir / "sensitivity.md").read_text())
   return 0

@@ -165,8 +165,17 @@ def test_bad_config_flags_exit_2_and_write_nothing(tmp_path, capsys, flags, mess
   "flags, message",
   [
     (["--seed=5"], "unrecognised argument '--seed'; did you mean '--seeds'"),
-    (["--seeds=-3"], "--seeds applies to comparisons and the study only"),
-    (["--seeds=2"], "--seeds applies to comparisons and the study only"),
+    (["--seeds=-3"], "--seeds and --first-seed apply to comparisons and the study"),
+    (["--seeds=2"], "--seeds and --first-seed apply to comparisons and the study"),
+    (["--first-seed=4"], "--seeds and --first-seed apply to comparisons and the"),
+    (
+      ["--exp=compare_concentric", "--first-seed=4"],
+      "--first-seed goes with --exp=sensitivity",
+    ),
+    (
+      ["--exp=sensitivity", "--base=concentric", "--first-seed=-1"],
+      "--first-seed must be >= 0",
+    ),
     (["--workdir="], "--workdir is empty"),
     (["--data-dir=/tmp"], "--data-dir applies to rot_mnist, nat_mnist only"),
     (["--exp=compare_concentric", "--seeds=-3"], "--seeds must be >= 1 and <= 1000"),

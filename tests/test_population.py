@@ -183,7 +183,12 @@ def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
   winner = selection["selected_member"]
   assert summary["population"]["selected_member"] == winner
   assert summary["population"]["select_step"] == 4
-  assert set(selection["signals"]) >= {"latent_coverage", "psi_rejected", "loss"}
+  signals = selection["signals"]
+  assert set(signals) >= {"latent_coverage", "psi_rejected", "loss"}
+  np.testing.assert_allclose(
+    signals["latent_coverage_both"],
+    np.add(signals["latent_coverage"], signals["latent_coverage_wide"]),
+  )
   assert all(len(v) == 3 for v in selection["signals"].values())
   assert any(line.startswith("selected member") for line in lines)
   first = json.loads(
@@ -233,6 +238,7 @@ def test_sensitivity_study_runs_end_to_end(tmp_path):
     "--exp=sensitivity",
     "--base=concentric",
     "--seeds=1",
+    "--first-seed=5",
     f"--workdir={tmp_path}",
     "--config.population=2",
     "--config.num_steps=8",
@@ -243,8 +249,8 @@ def test_sensitivity_study_runs_end_to_end(tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
   assert "single run (every member)" in result.stdout
   summary = json.loads((tmp_path / "sensitivity.json").read_text())
-  assert summary["population"] == 2 and summary["seeds"] == [0]
-  assert set(summary["signals"]) >= {"latent_coverage", "psi_rejected"}
+  assert summary["population"] == 2 and summary["seeds"] == [5]
+  assert set(summary["signals"]) >= {"latent_coverage", "latent_coverage_both"}
   assert (tmp_path / "population_orbits.png").stat().st_size > 0
 
 

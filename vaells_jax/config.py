@@ -24,6 +24,7 @@ POPULATION_INITS = ("dictionary", "all")
 SELECT_SIGNALS = (
   "latent_coverage",
   "latent_coverage_wide",
+  "latent_coverage_both",
   "psi_rejected",
   "loss",
   "log_p",

@@ -67,6 +67,7 @@ SIGN = {
   "log_p": -1.0,
   "latent_coverage": -1.0,
   "latent_coverage_wide": -1.0,
+  "latent_coverage_both": -1.0,
 }
 
 
@@ -264,7 +265,8 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   * ``loss``, ``log_p``, ``log_q``, ``recon``: the loss and its terms, averaged
     over :data:`SIGNAL_BATCHES` training batches (fixed by the seed), as the
     step computes them (the parameters are not updated);
-  * ``latent_coverage``, ``latent_coverage_wide`` (:func:`latent_coverage`);
+  * ``latent_coverage``, ``latent_coverage_wide`` (:func:`latent_coverage`)
+    and ``latent_coverage_both``, their sum;
   * ``operator_norm``: the largest Frobenius norm of the member's operators
     (a member above :data:`OPERATOR_NORM_LIMIT` blew up and is not kept).
 
@@ -301,6 +303,9 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   ]
   for name in COVERAGE_RADII:
     signals[name] = [member_scores[name] for member_scores in scores]
+  signals["latent_coverage_both"] = [
+    sum(member_scores.values()) for member_scores in scores
+  ]
   norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
   signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
