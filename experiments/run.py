@@ -273,8 +273,12 @@ def parse_args(argv):
       parser.error(f"{args.exp} runs seeds 0..N-1; use --seeds=N, not --config.seed")
     if args.first_seed and args.exp in COMPARISONS:
       parser.error("--first-seed goes with --exp=sensitivity, and only with it")
-    if not 0 <= args.first_seed <= 2**31 - 1002:
+    if args.first_seed < 0:
       parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
+    try:  # the last seed within the config's seed range
+      Config(seed=args.first_seed + args.seeds - 1)
+    except ValueError as e:
+      parser.error(f"--first-seed={args.first_seed} with --seeds={args.seeds}: {e}")
     if args.grid and "num_ops" in overrides:
       parser.error("--grid sets M per run; use --ops=M,M,..., not --config.num_ops")
     if args.resume:

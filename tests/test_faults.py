@@ -176,6 +176,10 @@ def test_bad_config_flags_exit_2_and_write_nothing(tmp_path, capsys, flags, mess
       ["--exp=sensitivity", "--base=concentric", "--first-seed=-1"],
       "--first-seed must be >= 0",
     ),
+    (
+      ["--exp=sensitivity", "--base=concentric", "--first-seed=2147483640"],
+      "--seeds=10: config.seed must be in [0, 2147483646], got 2147483649",
+    ),
     (["--workdir="], "--workdir is empty"),
     (["--data-dir=/tmp"], "--data-dir applies to rot_mnist, nat_mnist only"),
     (["--exp=compare_concentric", "--seeds=-3"], "--seeds must be >= 1 and <= 1000"),
