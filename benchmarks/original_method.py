@@ -45,7 +45,6 @@ import numpy as np  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from experiments.run import make_data  # noqa: E402
 from vaells_jax.api import DATA_NAME  # noqa: E402
 from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
 from vaells_jax.core.inference import InferenceResult  # noqa: E402
@@ -54,6 +53,7 @@ from vaells_jax.core.reference import (  # noqa: E402
   original_step_inference,
 )
 from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
+from vaells_jax.experiments import make_data  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
 from vaells_jax.training import step as train  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
@@ -165,7 +165,7 @@ def solver_overrides(args) -> dict:
 
 def experiment(name: str, budget: str = "paper", mnist_dir=DEFAULT_MNIST, **overrides):
   """``(config, data, model)`` of an experiment; a population runs as one member."""
-  module = importlib.import_module(f"experiments.configs.{name}")
+  module = importlib.import_module(f"vaells_jax.experiments.{name}")
   config = module.get_config(budget if name.endswith("mnist") else "paper")
   config = dataclasses.replace(config, population=1, **overrides)
   data = make_data(name, config, mnist_dir)

@@ -26,7 +26,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.run import _cores_for_members, make_data  # noqa: E402
+from vaells_jax.cli import _cores_for_members  # noqa: E402
+from vaells_jax.experiments import make_data  # noqa: E402
 
 
 def _time(step, state, data, config, warmup, steps, repeats) -> float:
@@ -75,7 +76,7 @@ def main(argv=None) -> dict:
   from vaells_jax import api
   from vaells_jax.training import population
 
-  base = importlib.import_module(f"experiments.configs.{args.base}").get_config()
+  base = importlib.import_module(f"vaells_jax.experiments.{args.base}").get_config()
   config = dataclasses.replace(base, population=args.population, psi_seed=-1)
   data = make_data(args.base, config, None)
   key = jax.random.PRNGKey(config.seed)

@@ -5,6 +5,7 @@ report's summary.md. Nothing here trains (each test takes well under 1 s,
 
 from __future__ import annotations
 
+import configparser
 import dataclasses
 import io
 import pathlib
@@ -17,7 +18,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments import run  # noqa: E402
+from vaells_jax import cli as run  # noqa: E402
 from vaells_jax.config import Config  # noqa: E402
 
 
@@ -72,8 +73,8 @@ def test_help_lists_flags_and_config_keys_once_and_fast():
         sys.executable,
         "-c",
         "import sys; sys.argv=['run.py', '--help']\n"
-        "sys.path.insert(0, 'experiments')\n"
-        "try:\n import run; run.parse_args(['--help'])\n"
+        "sys.path.insert(0, '.')\n"
+        "try:\n from vaells_jax import cli; cli.parse_args(['--help'])\n"
         "except SystemExit: pass\n"
         "print(' '.join(m for m in sys.modules if m.split('.')[0] == 'jax'))",
       ],
@@ -114,10 +115,15 @@ def test_summary_numbers_have_four_significant_digits():
 
 
 def test_vaells_run_is_the_same_command(capsys):
-  from vaells_jax.runs import cli
-
+  """``vaells-run`` is the package's CLI (no checkout needed: .ci/run runs it
+  from an installed wheel), and ``experiments/run.py`` calls the same."""
+  scripts = configparser.ConfigParser()
+  scripts.read(ROOT / "setup.cfg")
+  entry = scripts["options.entry_points"]["console_scripts"].strip()
+  assert entry == "vaells-run = vaells_jax.cli:main"
+  assert "from vaells_jax.cli import main" in (ROOT / "experiments/run.py").read_text()
   with pytest.raises(SystemExit):
-    cli.main(["--exp=swissroll"])
+    run.main(["--exp=swissroll"])
   assert "did you mean 'swiss_roll'?" in capsys.readouterr().err
 
 

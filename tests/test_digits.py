@@ -201,7 +201,7 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
     "nat_mnist", _small(digits), seed=0, anchors_per_class=2
   )
   sys.path.insert(0, str(ROOT))
-  from experiments.configs import nat_mnist
+  from vaells_jax.experiments import nat_mnist
 
   config = dataclasses.replace(
     nat_mnist.get_config("cpu"),
@@ -257,7 +257,7 @@ def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
 
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
   sys.path.insert(0, str(ROOT))
-  from experiments.configs import nat_mnist
+  from vaells_jax.experiments import nat_mnist
 
   config = dataclasses.replace(
     nat_mnist.get_config("cpu"),
@@ -340,7 +340,7 @@ def test_rot_mnist_command_line_smoke(tmp_path):
 
 def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
   sys.path.insert(0, str(ROOT))
-  from experiments import run
+  from vaells_jax import cli as run
 
   monkeypatch.setattr(mnist, "_internet_reachable", lambda *a, **k: False)
   monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))

@@ -250,7 +250,7 @@ def test_no_process_settings_is_one_process():
 def test_bad_process_settings_exit_2_from_the_command_line(
   tmp_path, monkeypatch, capsys
 ):
-  from experiments import run
+  from vaells_jax import cli as run
 
   monkeypatch.setenv("VAELLS_NO_CACHE", "1")
   monkeypatch.setenv("VAELLS_COORDINATOR", "host0:12355")

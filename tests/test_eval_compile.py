@@ -24,7 +24,7 @@ CHILD = textwrap.dedent(
   import json, sys, tempfile
   import jax
   jax.config.update("jax_enable_compilation_cache", False)
-  from experiments.configs.concentric import get_config
+  from vaells_jax.experiments.concentric import get_config
   from vaells_jax.api import MODELS
   from vaells_jax.data.synthetic import make_concentric
   from vaells_jax.evaluation import synthetic_report

@@ -40,7 +40,7 @@ from vaells_jax.training.step import init_state
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from experiments import run as run_cli  # noqa: E402
+from vaells_jax import cli as run_cli  # noqa: E402
 
 DATA = make_concentric(seed=0)  # the command line's data: resumable by it
 N = len(DATA.x_train)

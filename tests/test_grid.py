@@ -23,7 +23,7 @@ from vaells_jax.runs.sensitivity import GRID_METRICS, PAPER_TABLE1, paper_cell
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from experiments import run  # noqa: E402
+from vaells_jax import cli as run  # noqa: E402
 
 TINY = [
   "--budget=cpu",

@@ -16,7 +16,11 @@ ALLOWED = {
   "evaluation": {"config", "core", "data", "models"},
   "api": {"config", "core", "data", "models", "training", "evaluation"},
   "runs": {"config", "core", "data", "models", "training", "evaluation", "api"},
+  "experiments": {"config", "data"},
+  "cli": {"config", "data", "training", "runs", "experiments"},
 }
+# Top-level folders of the checkout that an installed package does not have.
+CHECKOUT_ONLY = {"experiments", "tests", "benchmarks", "docs"}
 
 
 def _layer(path: pathlib.Path) -> str:
@@ -106,3 +110,19 @@ def test_no_import_cycle():
 
   for module in sorted(graph):
     visit(module, [])
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_from_above_the_package(path):
+  """A wheel holds only ``vaells_jax``: nothing in it may import the
+  checkout's folders or reach them through ``sys.path``."""
+  tree = ast.parse(path.read_text())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      tops = {a.name.split(".")[0] for a in node.names}
+    elif isinstance(node, ast.ImportFrom):
+      tops = {(node.module or "").split(".")[0]} if node.level == 0 else set()
+    else:
+      continue
+    assert not tops & CHECKOUT_ONLY, f"{path.name}:{node.lineno} imports {tops}"
+  assert "sys.path" not in path.read_text(), f"{path.name} changes sys.path"

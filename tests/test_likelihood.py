@@ -131,7 +131,7 @@ def test_log_likelihood_needs_posterior_noise():
 
 _PAPER_CHUNK = """
 import dataclasses, jax, numpy as np
-from experiments.configs import rot_mnist
+from vaells_jax.experiments import rot_mnist
 from vaells_jax.evaluation.likelihood import importance_log_likelihood
 from vaells_jax.models.vaells import Model, init_params
 cfg = dataclasses.replace(rot_mnist.get_config("paper"), inference_max_iter=20)

@@ -39,7 +39,7 @@ from vaells_jax.training.step import init_state, make_train_step
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from experiments import run as run_cli  # noqa: E402
+from vaells_jax import cli as run_cli  # noqa: E402
 
 DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
 SMALL = Config(

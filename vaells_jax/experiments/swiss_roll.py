@@ -1,4 +1,5 @@
-"""Swiss roll: paper appendix E, table 3.
+"""Swiss roll: paper appendix E, table 3 (what differs from the concentric
+defaults).
 
 Whether the operator learns to traverse the roll depends on the initial
 draw (paper appendix "Analysis of sensitivity to anchor points"): a single
@@ -29,33 +30,16 @@ def get_config(budget: str = "paper") -> Config:
     )
   return Config(
     num_steps=3000,
-    batch_size=30,
-    latent_dim=2,
     num_ops=1,
-    num_samples=1,
     lr_net=1e-4,
-    lr_anchor=1e-4,
-    learn_anchors=True,
     lr_psi=5e-5,
     max_lr_psi=0.05,
-    zeta1=0.01,
-    zeta2=1.0,
-    zeta3=1.0,
-    zeta4=1.0,
-    zeta5=0.01,
-    zeta_q=1e-6,
     zeta_p=5e-5,
-    eta=0.01,
-    gamma=1e-3,
-    warmup_steps=0,
     alternate=True,
-    net_steps=20,
-    psi_steps=20,
     prior_weight_net=0.01,
     recon_weight_psi=0.001,
     num_restarts=2,
     closest_anchor=True,
-    latent_scale=1.0,
     inference_method="gauss_newton",
     population=POPULATION,
     population_init="all",
