@@ -124,6 +124,7 @@ def svae_run(tmp_path_factory):
   return workdir, result
 
 
+@pytest.mark.whole_run
 def test_baseline_run_outputs(svae_run):
   workdir, result = svae_run
   assert "kl" in result.stdout and "lr_psi" not in result.stdout
@@ -151,6 +152,7 @@ def test_baseline_run_outputs(svae_run):
   assert not (workdir / "orbits.png").exists()
 
 
+@pytest.mark.whole_run
 def test_baseline_load_round_trip(svae_run):
   workdir, _ = svae_run
   model = load(workdir)
@@ -193,6 +195,7 @@ def test_vae_paths_are_straight_lines():
     ),
   ],
 )
+@pytest.mark.whole_run
 def test_bad_model_flags_exit_2_and_write_nothing(tmp_path, flags, message):
   result = _run(*flags, f"--workdir={tmp_path / 'w'}")
   assert result.returncode == 2 and message in result.stderr
@@ -200,6 +203,7 @@ def test_bad_model_flags_exit_2_and_write_nothing(tmp_path, flags, message):
   assert not (tmp_path / "w").exists()
 
 
+@pytest.mark.whole_run
 def test_compare_command_runs_every_model_and_resumes(tmp_path):
   flags = [
     "--exp=compare_concentric",
@@ -247,6 +251,7 @@ def test_compare_command_runs_every_model_and_resumes(tmp_path):
   assert "step" not in again.stdout.split("reusing")[0]
 
 
+@pytest.mark.whole_run
 def test_compare_refuses_a_folder_of_another_configuration(tmp_path):
   config = dataclasses.replace(SMALL, num_steps=2)
   compare.run_comparison(

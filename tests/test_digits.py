@@ -195,6 +195,7 @@ def test_fit_orbit_operator_recovers_the_generator_of_closed_orbits():
   np.testing.assert_allclose(fitted, psi, atol=2e-3)
 
 
+@pytest.mark.whole_run
 def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
   monkeypatch.setattr(image_report, "CLASSIFIER_STEPS", 30)
   data = mnist.digits_experiment(
@@ -252,6 +253,7 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
     assert (tmp_path / name).exists(), name
 
 
+@pytest.mark.whole_run
 def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
   from vaells_jax.runs import compare
 
@@ -295,6 +297,7 @@ def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
   assert "sample dist." not in result["markdown_table"]  # no true manifold
 
 
+@pytest.mark.whole_run
 def test_rot_mnist_command_line_smoke(tmp_path):
   workdir = tmp_path / "rot"
   result = subprocess.run(

@@ -153,6 +153,7 @@ def _tails(logs) -> str:
   )
 
 
+@pytest.mark.whole_run
 def test_two_process_training_matches_one_process(tmp_path):
   import jax
 

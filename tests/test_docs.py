@@ -46,6 +46,7 @@ def _anchors(page: pathlib.Path) -> set[str]:
   return {_slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, re.M)}
 
 
+@pytest.mark.whole_run
 @pytest.mark.parametrize("page,index,code", list(_python_blocks()))
 def test_python_block_runs(page, index, code, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.test_experiments import ROOT
 
 # Measured: 36 programs (111 at commit 3ca55dc, before fixed shapes).
@@ -45,6 +47,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.whole_run
 def test_evaluation_compiles_few_programs():
   done = subprocess.run(
     [sys.executable, "-c", CHILD],

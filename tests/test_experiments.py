@@ -15,6 +15,9 @@ from vaells_jax import transport
 from vaells_jax.api import load
 from vaells_jax.evaluation import synthetic_report as report
 
+# Every test here starts the command line or a benchmark script.
+pytestmark = pytest.mark.whole_run
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUTPUTS = (
   "config.json",

@@ -327,6 +327,7 @@ def _break_config(workdir, fault):
     path.write_text(text)
 
 
+@pytest.mark.whole_run
 @pytest.mark.parametrize("fault", sorted(CONFIG_FAULTS))
 def test_broken_config_json_is_refused_by_resume_and_load(
   trained, tmp_path, capsys, fault
@@ -467,6 +468,7 @@ def test_sigint_checkpoints_the_step_and_resumes_bit_for_bit(
   assert steps == [4, 8, 12]
 
 
+@pytest.mark.whole_run
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one(
   trained, tmp_path, monkeypatch
 ):
@@ -501,6 +503,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(
   _assert_same(_params(workdir), _params(trained))
 
 
+@pytest.mark.whole_run
 def test_sigterm_from_outside_exits_143_with_the_resume_command(tmp_path):
   workdir = tmp_path / "run"
   flags = [

@@ -27,6 +27,7 @@ def _two_rings(n=40, dim=5, seed=0):
   return pos @ rng.uniform(-1, 1, (dim, 2)).T, labels
 
 
+@pytest.mark.whole_run
 def test_fit_with_labels_returns_a_model_and_writes_outputs(tmp_path):
   x, labels = _two_rings()
   model = vaells_jax.fit(x, labels, config=CONFIG, workdir=tmp_path, log=lambda _: None)
@@ -46,6 +47,7 @@ def test_fit_with_labels_returns_a_model_and_writes_outputs(tmp_path):
     assert all(np.any(np.all(np.isclose(train, a), axis=1)) for a in anchors[c])
 
 
+@pytest.mark.whole_run
 def test_fit_without_labels_and_with_explicit_anchors(tmp_path):
   x, _ = _two_rings()
   model = vaells_jax.fit(
@@ -73,6 +75,7 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
   assert fit_module.FIT_CONFIG.population == fit_module.FIT_POPULATION > 1
 
 
+@pytest.mark.whole_run
 def test_fit_does_not_depend_on_the_data_units(tmp_path):
   x, labels = _two_rings()
   moved = x * 100 + 1000
@@ -101,6 +104,7 @@ def test_fit_does_not_depend_on_the_data_units(tmp_path):
   assert loaded.verdict == b.verdict
 
 
+@pytest.mark.whole_run
 def test_fit_with_a_population_returns_the_selected_member(tmp_path):
   x, labels = _two_rings()
   config = dataclasses.replace(CONFIG, population=2, select_at=0.5)
@@ -138,6 +142,7 @@ def test_fit_rejects_anchors_of_the_wrong_shape(tmp_path):
     vaells_jax.fit(x, labels, anchors=x[:3], config=CONFIG, workdir=tmp_path)
 
 
+@pytest.mark.whole_run
 def test_compare_models_on_your_own_data(tmp_path):
   from vaells_jax.api import TrainedBaseline
   from vaells_jax.runs.compare import run_comparison
@@ -184,6 +189,7 @@ print("devices", len(jax.devices()))
 """
 
 
+@pytest.mark.whole_run
 @pytest.mark.skipif(
   len(os.sched_getaffinity(0)) < 2, reason="needs 2 or more CPU cores"
 )
@@ -205,6 +211,7 @@ def test_fit_spreads_a_population_over_the_cores_from_a_library_call(started):
     assert "devices 2" in result.stdout
 
 
+@pytest.mark.whole_run
 def test_a_run_whose_operators_blew_up_says_so(tmp_path):
   x, labels = _two_rings()
   lines = []
@@ -219,6 +226,7 @@ def test_a_run_whose_operators_blew_up_says_so(tmp_path):
   assert markdown.index("Verdict: **not learned**") < markdown.index("## Metrics")
 
 
+@pytest.mark.whole_run
 def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
   x, labels = _two_rings()
   lines = []

@@ -174,6 +174,7 @@ def _real_grid(workdir, monkeypatch, capsys, ops, anchors):
   assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
 
 
+@pytest.mark.whole_run
 def test_one_real_cell_of_the_grid(tmp_path, monkeypatch, capsys):
   _real_grid(tmp_path / "grid", monkeypatch, capsys, (1,), (2,))
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
@@ -65,6 +67,7 @@ def _run_on_devices(script: str, count: int) -> str:
   return result.stdout
 
 
+@pytest.mark.whole_run
 def test_four_device_training_matches_one_device():
   assert "max abs difference" in _run_on_devices(SCRIPT, 4)
 
@@ -117,10 +120,12 @@ MEMBERS_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.whole_run
 def test_population_members_split_over_two_devices():
   assert "members split" in _run_on_devices(MEMBERS_SCRIPT, 2)
 
 
+@pytest.mark.whole_run
 def test_data_parallel_on_one_device_is_the_plain_step(tmp_path):
   import dataclasses
 

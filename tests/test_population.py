@@ -176,6 +176,7 @@ def test_auc_and_study_summary():
   assert summary["signals"]["psi_rejected"]["population_success_rate"] == 0.5
 
 
+@pytest.mark.whole_run
 def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
   lines = []
   trained, summary = train_and_evaluate(SMALL, DATA, tmp_path, log=lines.append)
@@ -200,6 +201,7 @@ def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
   assert int(summary["steps"]) == SMALL.num_steps
 
 
+@pytest.mark.whole_run
 def test_cooldown_counts_the_whole_runs_steps(tmp_path):
   """With the rates' cooldown over the second half, the population half
   trains at full rates (the same members and signals as without it) and
@@ -233,6 +235,7 @@ def _run_cli(*flags, timeout=600):
   )
 
 
+@pytest.mark.whole_run
 def test_sensitivity_study_runs_end_to_end(tmp_path):
   result = _run_cli(
     "--exp=sensitivity",
@@ -254,6 +257,7 @@ def test_sensitivity_study_runs_end_to_end(tmp_path):
   assert (tmp_path / "population_orbits.png").stat().st_size > 0
 
 
+@pytest.mark.whole_run
 def test_anchor_study_runs_end_to_end(tmp_path):
   """``--anchors`` runs the study once per count, anchors at random places."""
   result = _run_cli(

@@ -232,6 +232,7 @@ def test_mismatched_and_corrupt_checkpoints_are_errors(tmp_path):
     restore_checkpoint(tmp_path, _state())
 
 
+@pytest.mark.whole_run
 def test_a_workdir_with_a_run_needs_resume_or_overwrite(tmp_path):
   workdir = tmp_path / "run"
   flags = [
@@ -256,6 +257,7 @@ def test_a_workdir_with_a_run_needs_resume_or_overwrite(tmp_path):
   assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.whole_run
 def test_a_single_run_resumes_to_train_longer(tmp_path):
   workdir = tmp_path / "run"
   flags = ["--exp=concentric", *FAST_FLAGS]
@@ -288,6 +290,7 @@ def _metrics(workdir):
   ]
 
 
+@pytest.mark.whole_run
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   steps = 160
   flags = [
@@ -423,6 +426,7 @@ def test_exploding_dictionary_stops_the_run_and_keeps_the_last_good_checkpoint(
   assert all(np.all(np.isfinite(a)) for a in jax.tree_util.tree_leaves(restored))
 
 
+@pytest.mark.whole_run
 def test_a_diverging_run_exits_1_from_the_command_line(tmp_path):
   result = _cli(
     "--exp=concentric",
@@ -441,6 +445,7 @@ def test_a_diverging_run_exits_1_from_the_command_line(tmp_path):
 # --- Long runs. --------------------------------------------------------------
 
 
+@pytest.mark.whole_run
 def test_long_run_neither_recompiles_nor_grows_memory(tmp_path, monkeypatch):
   config = dataclasses.replace(
     SMALL,

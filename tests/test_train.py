@@ -221,6 +221,7 @@ def test_psi_seed_redraws_only_the_dictionary():
     override(BASE, {"psi_seed": -2})
 
 
+@pytest.mark.whole_run
 def test_logged_metrics_are_window_means(tmp_path):
   # Each metrics.jsonl line holds the mean over the steps since the previous
   # line; counters and the Psi rate hold their value at the line's step.
