@@ -193,7 +193,7 @@ def test_short_run_marks_its_structure_metrics(tmp_path, monkeypatch):
 
   config = Config(num_steps=3, warmup_steps=5, hidden=(8,))
   state = types.SimpleNamespace(net_skipped=0)
-  monkeypatch.setattr(runner, "train", lambda *a, **k: (state, {"steps": 3}))
+  monkeypatch.setattr(runner, "train_run", lambda *a, **k: (state, {"steps": 3}))
   entry = types.SimpleNamespace(summary=lambda s: {}, trained=lambda c, s, d: Trained())
   monkeypatch.setitem(runner.MODELS, "vaells", entry)
   said = {

@@ -16,7 +16,7 @@ from vaells_jax.api import TrainedBaseline, great_circle, load
 from vaells_jax.config import Config
 from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.runs import compare
-from vaells_jax.runs.runner import train
+from vaells_jax.runs.runner import train_run
 from vaells_jax.training.baseline_step import init_baseline_state, make_baseline_step
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -81,11 +81,11 @@ def test_vampprior_pseudo_inputs_start_as_distinct_training_points():
 
 def test_baseline_run_resumes_to_the_same_parameters(tmp_path):
   config = dataclasses.replace(SMALL, model="vae")
-  whole, _ = train(config, DATA, tmp_path / "whole", log=lambda _: None)
+  whole, _ = train_run(config, DATA, tmp_path / "whole", log=lambda _: None)
   shutil.copytree(tmp_path / "whole", tmp_path / "cut")
   shutil.rmtree(tmp_path / "cut" / "checkpoints" / "6")  # stopped after step 3
   lines = []
-  resumed, _ = train(config, DATA, tmp_path / "cut", log=lines.append, resume=True)
+  resumed, _ = train_run(config, DATA, tmp_path / "cut", log=lines.append, resume=True)
   assert "resuming from the checkpoint at step 3" in lines
   jax.tree_util.tree_map(np.testing.assert_array_equal, resumed.params, whole.params)
 

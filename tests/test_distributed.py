@@ -75,7 +75,7 @@ SCRIPT = textwrap.dedent("""
 
     # The resumed run reuses the compiled step (one compilation, not two).
     make_step = functools.cache(MODELS["vaells"].make_step)
-    run = functools.partial(loop.train, config, data, folder / "shared",
+    run = functools.partial(loop.train_loop, config, data, folder / "shared",
                             init=MODELS["vaells"].init, make_step=make_step)
     lines = []  # one workdir for both: process 1 writes nothing
     try:
@@ -173,7 +173,7 @@ def test_two_process_training_matches_one_process(tmp_path):
     checkpoint_every=100,
   )
   with _two_processes(tmp_path):  # the 1-process run meanwhile, here
-    one, _ = runner.train(config, data, tmp_path / "one", log=lambda line: None)
+    one, _ = runner.train_run(config, data, tmp_path / "one", log=lambda line: None)
   expected = [np.asarray(a) for a in jax.tree_util.tree_leaves(one)]
   worst = 0.0
   for pid in range(2):

@@ -286,7 +286,7 @@ def test_a_second_run_is_refused_while_the_first_holds_the_workdir(tmp_path, cap
 def trained(tmp_path_factory):
   """A tiny trained workdir (no evaluation), as ``load`` reads it."""
   workdir = tmp_path_factory.mktemp("trained")
-  runner.train(SMALL, DATA, workdir, log=lambda line: None)
+  runner.train_run(SMALL, DATA, workdir, log=lambda line: None)
   (workdir / "config.json").write_text(json.dumps(dataclasses.asdict(SMALL)))
   save_synthetic(workdir / "dataset.npz", DATA)
   return workdir
@@ -453,7 +453,7 @@ def test_sigint_checkpoints_the_step_and_resumes_bit_for_bit(
   _interrupt_at(monkeypatch, 5, signal.SIGINT)
   handler = signal.getsignal(signal.SIGINT)
   with pytest.raises(loop.TrainingInterrupted) as error:
-    runner.train(SMALL, DATA, workdir, log=lambda line: None)
+    runner.train_run(SMALL, DATA, workdir, log=lambda line: None)
   assert (error.value.signum, error.value.step) == (signal.SIGINT, 6)
   assert checkpoint_steps(workdir) == [4, 6]
   assert signal.getsignal(signal.SIGINT) is handler  # restored
@@ -461,7 +461,7 @@ def test_sigint_checkpoints_the_step_and_resumes_bit_for_bit(
   with open(workdir / loop.METRICS_NAME, "a") as f:
     f.write('{"step": 8, "loss": 0.1')  # a kill while appending a line
   lines = []
-  runner.train(SMALL, DATA, workdir, log=lines.append, resume=True)
+  runner.train_run(SMALL, DATA, workdir, log=lines.append, resume=True)
   assert any("dropped its half-written last line" in line for line in lines)
   _assert_same(_params(workdir), _params(trained))
   steps = [json.loads(x)["step"] for x in (workdir / "metrics.jsonl").open()]
@@ -489,7 +489,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(
   monkeypatch.setattr(loop, "save_checkpoint", save_on_a_full_disk)
   try:
     with pytest.raises(CheckpointError) as error:
-      runner.train(SMALL, DATA, workdir, log=lambda line: None)
+      runner.train_run(SMALL, DATA, workdir, log=lambda line: None)
   finally:
     signal.signal(signal.SIGXFSZ, ignored)
   message = str(error.value)
@@ -499,7 +499,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(
   assert checkpoint_steps(workdir) == [4]
   assert not list((workdir / CHECKPOINT_DIR).glob("*tmp*"))
   monkeypatch.undo()
-  runner.train(SMALL, DATA, workdir, log=lambda line: None, resume=True)
+  runner.train_run(SMALL, DATA, workdir, log=lambda line: None, resume=True)
   _assert_same(_params(workdir), _params(trained))
 
 

@@ -27,9 +27,9 @@ SCRIPT = textwrap.dedent("""
     config = Config(num_steps=6, batch_size=8, hidden=(16,), num_ops=2,
                     inference_max_iter=10, log_every=3, checkpoint_every=100)
     quiet = lambda line: None
-    one, _ = runner.train(config, data, tempfile.mkdtemp(), log=quiet)
+    one, _ = runner.train_run(config, data, tempfile.mkdtemp(), log=quiet)
     parallel = dataclasses.replace(config, data_parallel=True)
-    four, _ = runner.train(parallel, data, tempfile.mkdtemp(), log=quiet)
+    four, _ = runner.train_run(parallel, data, tempfile.mkdtemp(), log=quiet)
 
     for leaf in jax.tree_util.tree_leaves(four):
       assert len(leaf.sharding.device_set) == 4, leaf.sharding
@@ -105,10 +105,10 @@ MEMBERS_SCRIPT = textwrap.dedent("""
 
     quiet = dict(init=population.init_population, make_step=lambda *_: split,
                  log=lambda line: None)
-    straight, _ = loop.train(config, data, tempfile.mkdtemp(), **quiet)
+    straight, _ = loop.train_loop(config, data, tempfile.mkdtemp(), **quiet)
     stopped = tempfile.mkdtemp()
-    loop.train(dataclasses.replace(config, num_steps=4), data, stopped, **quiet)
-    resumed, _ = loop.train(config, data, stopped, resume=True, **quiet)
+    loop.train_loop(dataclasses.replace(config, num_steps=4), data, stopped, **quiet)
+    resumed, _ = loop.train_loop(config, data, stopped, resume=True, **quiet)
     chex.assert_trees_all_equal(jax.device_get(resumed), jax.device_get(straight))
     try:
       population.make_population_step(
@@ -146,8 +146,8 @@ def test_data_parallel_on_one_device_is_the_plain_step(tmp_path):
     log_every=2,
   )
   quiet = lambda line: None  # noqa: E731
-  plain, _ = runner.train(config, data, tmp_path / "plain", log=quiet)
-  mesh, _ = runner.train(
+  plain, _ = runner.train_run(config, data, tmp_path / "plain", log=quiet)
+  mesh, _ = runner.train_run(
     dataclasses.replace(config, data_parallel=True), data, tmp_path / "mesh", log=quiet
   )
   for a, b in zip(

@@ -398,13 +398,13 @@ def test_poisoned_batches_in_a_run_are_counted_and_logged(tmp_path, monkeypatch)
     monkeypatch, lambda i, s, b: (s, {**b, "x": _poison(b["x"])} if i in (3, 4) else b)
   )
   lines = []
-  state, _ = runner.train(SMALL, DATA, tmp_path, log=lines.append)
+  state, _ = runner.train_run(SMALL, DATA, tmp_path, log=lines.append)
   assert int(state.net_skipped) == 2 and int(state.bad_streak) == 0
   assert any("step 4: non-finite loss" in line for line in lines)
   assert all(np.all(np.isfinite(a)) for a in jax.tree_util.tree_leaves(state))
   assert checkpoint_steps(tmp_path) == [8, 12]
   with pytest.raises(ValueError, match="already holds checkpoints"):
-    runner.train(SMALL, DATA, tmp_path, log=lines.append)
+    runner.train_run(SMALL, DATA, tmp_path, log=lines.append)
 
 
 def test_exploding_dictionary_stops_the_run_and_keeps_the_last_good_checkpoint(
@@ -419,7 +419,7 @@ def test_exploding_dictionary_stops_the_run_and_keeps_the_last_good_checkpoint(
     ),
   )
   with pytest.raises(runner.TrainingDiverged, match="Psi exploded") as error:
-    runner.train(config, DATA, tmp_path, log=lambda line: None)
+    runner.train_run(config, DATA, tmp_path, log=lambda line: None)
   assert "5 consecutive steps" in str(error.value)
   assert checkpoint_steps(tmp_path) == [4]
   restored = restore_checkpoint(tmp_path, _state(config))
@@ -465,7 +465,7 @@ def test_long_run_neither_recompiles_nor_grows_memory(tmp_path, monkeypatch):
     if line.startswith("step"):
       samples.append((process.memory_info().rss, len(jax.live_arrays())))
 
-  runner.train(config, DATA, tmp_path, log=log)
+  runner.train_run(config, DATA, tmp_path, log=log)
   assert [program._cache_size() for program in made[0].programs] == [1, 1]
   rss, live = np.array(samples).T
   assert len(set(live[1:])) == 1, live  # no arrays pile up

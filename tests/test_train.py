@@ -225,11 +225,11 @@ def test_psi_seed_redraws_only_the_dictionary():
 def test_logged_metrics_are_window_means(tmp_path):
   # Each metrics.jsonl line holds the mean over the steps since the previous
   # line; counters and the Psi rate hold their value at the line's step.
-  from vaells_jax.runs.runner import train
+  from vaells_jax.runs.runner import train_run
   from vaells_jax.training.guards import batch_indices
 
   config = dataclasses.replace(BASE, num_steps=6, log_every=3)
-  train(config, DATA, tmp_path, log=lambda line: None)
+  train_run(config, DATA, tmp_path, log=lambda line: None)
   lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").open()]
   model, state, step, _ = _setup(config)
   x = np.asarray(DATA.x_train, np.float32)

@@ -1,7 +1,7 @@
 """One run, end to end: ``train_and_evaluate(config, data, workdir)``.
 
 Validates everything first, trains ``config.model`` (looked up in
-:data:`vaells_jax.api.MODELS`) with :func:`vaells_jax.training.loop.train`,
+:data:`vaells_jax.api.MODELS`) with :func:`vaells_jax.training.loop.train_loop`,
 then evaluates it with the report of its data (images or synthetic
 manifolds) and writes ``summary.json``.
 """
@@ -48,7 +48,7 @@ __all__ = [
   "WorkdirInUse",
   "check_data",
   "short_run_warning",
-  "train",
+  "train_run",
   "train_and_evaluate",
   "validate_run",
 ]
@@ -90,7 +90,7 @@ def short_run_warning(config: Config) -> str | None:
   )
 
 
-def train(
+def train_run(
   config: Config,
   data: SyntheticData,
   workdir,
@@ -98,15 +98,15 @@ def train(
   resume: bool = False,
   progress=None,
 ):
-  """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train`), or a
+  """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train_loop`), or a
   population of VAELLS members and its best (``config.population > 1``,
-  :func:`vaells_jax.training.population.train`)."""
+  :func:`vaells_jax.training.population.train_population`)."""
   if config.population > 1:
-    return population.train(
+    return population.train_population(
       config, data, workdir, log=log, resume=resume, progress=progress
     )
   entry = MODELS[config.model]
-  return loop.train(
+  return loop.train_loop(
     config,
     data,
     workdir,
@@ -246,7 +246,7 @@ def train_and_evaluate(
       (an exclusive ``fcntl.flock`` on ``WORKDIR/.lock``, held until this
       returns and released by the kernel if the process dies).
     TrainingDiverged, TrainingInterrupted: from
-      :func:`vaells_jax.training.loop.train`.
+      :func:`vaells_jax.training.loop.train_loop`.
   """
   start = time.perf_counter()
   cores = population.claim_cores(config.population)
@@ -272,7 +272,7 @@ def _train_along(config, data, workdir, resume):
   """:func:`train_and_evaluate` in a process other than 0 of a run across
   processes: it trains with the others and writes nothing; process 0 writes
   the outputs and the evaluation. Returns ``(trained model, info)``."""
-  state, info = train(config, data, workdir, log=lambda line: None, resume=resume)
+  state, info = train_run(config, data, workdir, log=lambda line: None, resume=resume)
   entry = MODELS[config.model]
   return entry.trained(config, state, data), {"model": config.model, **info}
 
@@ -292,7 +292,7 @@ def _train_and_evaluate(
     input_map.save(workdir / INPUT_MAP_NAME)
   else:
     (workdir / INPUT_MAP_NAME).unlink(missing_ok=True)
-  state, info = train(config, data, workdir, log, resume=resume, progress=progress)
+  state, info = train_run(config, data, workdir, log, resume=resume, progress=progress)
   entry = MODELS[config.model]
   summary = {
     "model": config.model,

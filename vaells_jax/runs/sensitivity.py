@@ -85,7 +85,7 @@ def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
   checks = sorted({k, *(max(1, round(f * config.num_steps)) for f in CHECK_FRACTIONS)})
   signals_at = {}
   for at in checks:
-    state, _ = loop.train(
+    state, _ = loop.train_loop(
       dataclasses.replace(config, num_steps=at), data, workdir, resume=True, **quiet
     )
     signals_at[str(at)] = population.selection_signals(state, config, data, step)

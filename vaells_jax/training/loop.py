@@ -1,6 +1,6 @@
 """The training loop: batches, logging, checkpoints and stopping a diverged run.
 
-:func:`train` runs any model's jitted step (VAELLS or a baseline: the caller
+:func:`train_loop` runs any model's jitted step (VAELLS or a baseline: the caller
 passes its initial state and step) for ``config.num_steps`` steps, writing
 ``metrics.jsonl`` and orbax checkpoints into the workdir, and resumes from
 the latest checkpoint bit for bit.
@@ -45,7 +45,7 @@ from vaells_jax.training.guards import (
 )
 from vaells_jax.training.step import data_parallel_mesh
 
-__all__ = ["METRICS_NAME", "train"]
+__all__ = ["METRICS_NAME", "train_loop"]
 
 METRICS_NAME = "metrics.jsonl"
 # Metrics that are state (counters, the current rate): logged as their last
@@ -202,7 +202,7 @@ def _first_line(error: Exception) -> str:
   return " ".join(str(error).split()) or type(error).__name__
 
 
-def train(
+def train_loop(
   config: Config,
   data: SyntheticData,
   workdir,

@@ -52,7 +52,7 @@ __all__ = [
   "select",
   "selection_signals",
   "selection_step",
-  "train",
+  "train_population",
 ]
 
 POPULATION_DIR = "population"  # the members' checkpoints and metrics, in the workdir
@@ -428,7 +428,7 @@ def select(signals: dict, name: str) -> tuple[int, str]:
   return best, f"member {best} has the {better} {name} ({values})"
 
 
-def train(
+def train_population(
   config: Config,
   data: SyntheticData,
   workdir,
@@ -448,7 +448,7 @@ def train(
   resume from their checkpoints.
 
   Returns:
-    ``(state of the selected member, info)`` as :func:`loop.train`, with
+    ``(state of the selected member, info)`` as :func:`loop.train_loop`, with
     ``info["population"]`` the signals and the choice.
   """
   workdir = pathlib.Path(workdir)
@@ -464,7 +464,7 @@ def train(
     log(
       f"population of {config.population}{over}: training to step {k}, then selecting"
     )
-    pop_state, pop_info = loop.train(
+    pop_state, pop_info = loop.train_loop(
       pop_config,
       data,
       pop_dir,
@@ -496,7 +496,7 @@ def train(
     pop = restore_checkpoint(pop_dir, init_population(key, pop_config, dat), step=k)
     return member(pop, selection["selected_member"])
 
-  state, info = loop.train(
+  state, info = loop.train_loop(
     config,
     data,
     workdir,
