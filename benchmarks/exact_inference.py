@@ -5,7 +5,7 @@ One training step's inference of ``rot_mnist`` (latent ``d = 10``, ``M = 1``,
 weight ``1e-6``, jaxopt starts from ``U[0, 1]`` and ``U[-2.5, 2.5]``, the
 config's ``inference_tol = 1e-9``), solved by:
 
-* ``exact``: ``method="exact"`` (:mod:`vaells_jax.core.exact`), 20 refinement
+* ``exact``: ``method="exact"`` (:mod:`vaells_jax.core.solvers.exact`), 20 refinement
   steps;
 * ``fista`` and ``lm``: the jaxopt solvers with 100 iterations, one start;
 * ``scipy_cg``: the original code's CG (:mod:`vaells_jax.core.reference`) from

@@ -1,6 +1,6 @@
 """The transport data term at d > 2: the generic solvers' ``expm_small``
 against the per-pair-step solver's ``expm_pairs_shift`` and ``expm_pairs``
-(:mod:`vaells_jax.core.expm`, :mod:`vaells_jax.core.pgd`), in one run.
+(:mod:`vaells_jax.core.expm`, :mod:`vaells_jax.core.solvers.pgd`), in one run.
 
 For ``P`` pairs with ``M`` operators (``||psi_m||_F`` about 0.25, Gaussian
 coefficients times ``--scale``), times
@@ -35,8 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.core import expm as expm_module
-from vaells_jax.core import pgd
 from vaells_jax.core.expm import expm_small
+from vaells_jax.core.solvers import pairs
 
 PRODUCTS = {
   "sum over a product axis": lambda a, b: jnp.sum(a[:, :, None] * b[None], axis=1),
@@ -71,11 +71,13 @@ def main(argv=None) -> None:
   cases = {
     "value+grad, expm_small": (jax.grad(lambda c: small(c).sum()), c[0]),
     "value+grad, pgd": (
-      lambda c: jnp.stack(pgd._value_and_grad_general(rows(c), psi, z0.T, z1.T)[1], -1),
+      lambda c: jnp.stack(
+        pairs.value_and_grad_general(rows(c), psi, z0.T, z1.T)[1], -1
+      ),
       c[0],
     ),
     "4 values, expm_small": (small, c),
-    "4 values, pgd": (lambda c: pgd._data_general(rows(c), psi, z0.T, z1.T), c),
+    "4 values, pgd": (lambda c: pairs.data_general(rows(c), psi, z0.T, z1.T), c),
   }
   fns = {name: jax.jit(fn) for name, (fn, _) in cases.items()}
   ours = expm_module._pairs_product
@@ -84,7 +86,7 @@ def main(argv=None) -> None:
     case = f"4 values, product by {name}"
     cases[case] = cases["4 values, pgd"]
     fns[case] = (
-      jax.jit(lambda c: pgd._data_general(rows(c), psi, z0.T, z1.T)).lower(c).compile()
+      jax.jit(lambda c: pairs.data_general(rows(c), psi, z0.T, z1.T)).lower(c).compile()
     )
   expm_module._pairs_product = ours
   results = {

@@ -1,4 +1,4 @@
-"""Tests of ``method="exact"`` (``vaells_jax.core.exact``): one operator, global.
+"""Tests of ``method="exact"`` (``vaells_jax.core.solvers.exact``): one operator.
 
 The reference is brute force in NumPy/SciPy: ``scipy.linalg.expm`` on a grid
 of 40 001 coefficients over the solver's search interval (20 to 100 times
@@ -21,8 +21,8 @@ import scipy.optimize
 
 from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.config import Config
-from vaells_jax.core import exact
 from vaells_jax.core.inference import Solver
+from vaells_jax.core.solvers import exact
 
 NUM_PAIRS, DIM = 24, 4
 
@@ -117,7 +117,7 @@ def _reference_of(name):
 
 
 def _search_span(psi, z0, z1, lam):
-  """The solver's interval ``T`` (module docstring of ``core.exact``)."""
+  """The solver's interval ``T`` (module docstring of ``core.solvers.exact``)."""
   with jax.enable_x64(True):
     h = exact.grid_spacing(
       jnp.asarray(psi), jnp.asarray(z0), jnp.asarray(z1), jnp.full(len(z0), lam)

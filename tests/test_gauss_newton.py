@@ -1,4 +1,4 @@
-"""Tests of the ``"gauss_newton"`` solver (``vaells_jax.core.gauss_newton``).
+"""Tests of the ``"gauss_newton"`` solver (``vaells_jax.core.solvers.gauss_newton``).
 
 Its closed-form Jacobian against scipy's ``expm_frechet``, one step's trust
 region, and its results against ``"pgd"`` from the very same starts
@@ -17,8 +17,8 @@ import scipy.linalg
 
 from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.config import Config
-from vaells_jax.core import gauss_newton as gn
 from vaells_jax.core.inference import solver_starts
+from vaells_jax.core.solvers import gauss_newton as gn
 
 
 def _pairs(m, n, seed, noise=1e-3):

@@ -439,7 +439,7 @@ def test_batches_beyond_a_chunk_solve_each_pair_as_alone(random_problem, method)
   """Past ``CHUNK`` starts the solve runs in chunks; every pair's result is
   its result in a batch of its own chunk's size, wherever the cut falls."""
   from vaells_jax.core.inference import infer_from_starts
-  from vaells_jax.core.pgd import CHUNK
+  from vaells_jax.core.solvers.columns import CHUNK
 
   psi = jnp.asarray(random_problem["psi"], jnp.float32)
   rng = np.random.default_rng(0)

@@ -8,7 +8,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vaells_jax"
 # What each layer may import from vaells_jax besides itself.
 ALLOWED = {
-  "config": set(),
+  "config": {"core"},  # only core/solvers/__init__.py, the registry (no JAX)
   "core": {"config"},
   "data": {"config"},
   "models": {"config", "core", "data"},
@@ -126,3 +126,24 @@ def test_no_module_imports_from_above_the_package(path):
       continue
     assert not tops & CHECKOUT_ONLY, f"{path.name}:{node.lineno} imports {tops}"
   assert "sys.path" not in path.read_text(), f"{path.name} changes sys.path"
+
+
+def test_config_reads_only_the_solver_registry():
+  """``config`` sits below ``core`` but for the solvers' registry
+  (``core/solvers/__init__.py``: names and rules, no JAX), so that
+  ``Config`` validates ``inference_method`` against the same list
+  ``infer_coefficients`` does."""
+
+  def imports(path):
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import):
+        found |= {a.name for a in node.names}
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        found.add(node.module or "")
+    return found
+
+  ours = {m for m in imports(PACKAGE / "config.py") if m.startswith("vaells_jax")}
+  assert ours == {"vaells_jax.core.solvers"}
+  registry = imports(PACKAGE / "core" / "solvers" / "__init__.py")
+  assert not {m for m in registry if m.split(".")[0] in ("jax", "vaells_jax")}

@@ -1,4 +1,4 @@
-"""Tests of the ``"pgd"`` solver (``vaells_jax.core.pgd``).
+"""Tests of the ``"pgd"`` solver (``vaells_jax.core.solvers.pgd``).
 
 Its pieces against independent references (the fused 2 x 2 value and
 gradient against scipy's ``expm`` and ``expm_frechet``), and its results
@@ -14,14 +14,14 @@ import pytest
 import scipy.linalg
 
 from vaells_jax import infer_coefficients, inference_objective
-from vaells_jax.core import pgd
-from vaells_jax.core.gauss_newton import solve_gauss_newton
 from vaells_jax.core.inference import solver_starts
 from vaells_jax.core.reference import (
   frechet_gradient,
   original_cg_pairs,
   transport_objective,
 )
+from vaells_jax.core.solvers import columns, pairs, pgd
+from vaells_jax.core.solvers.gauss_newton import solve_gauss_newton
 
 THETAS = np.linspace(-3.0, 3.0, 12)
 ROTATION = {"num_restarts": 4, "init_range": (-3.5, -1.75)}
@@ -60,10 +60,10 @@ def test_value_and_gradient_match_scipy(dim):
   coeffs[:, :8] *= 1e-3
   z0, z1 = rng.normal(size=(dim, n)), rng.normal(size=(dim, n))
   with jax.enable_x64(True):
-    value, grad = pgd._value_and_grad(
+    value, grad = pairs.value_and_grad(
       0, tuple(jnp.asarray(coeffs)), *(jnp.asarray(a) for a in (psi, z0, z1))
     )
-    alone = pgd._data(
+    alone = pairs.data_term(
       0, tuple(jnp.asarray(coeffs)), *(jnp.asarray(a) for a in (psi, z0, z1))
     )
   reference = [
@@ -284,7 +284,7 @@ def test_map_chunks_is_the_whole_call(axis):
 
   for mode in ("constant", "edge"):
     whole = fn(a, b)
-    chunked = pgd.map_chunks(fn, [a, b], chunk=8, axis=axis, mode=mode)
+    chunked = columns.map_chunks(fn, [a, b], chunk=8, axis=axis, mode=mode)
     for x, y in zip(whole, chunked, strict=True):
       np.testing.assert_array_equal(x, y)
 
@@ -300,7 +300,7 @@ def test_compacting_the_last_running_pairs_changes_nothing(
   # vectorisation could differ (float64 here, as in the chunk test above).
   solve = {"pgd": pgd.solve_pgd, "gauss_newton": solve_gauss_newton}[method]
   num_pairs = 128
-  sizes = pgd._compacted_sizes(num_pairs)
+  sizes = columns.compacted_sizes(num_pairs)
   assert sizes == [64, 32, 16]
   with jax.enable_x64(True):
     psi, z0, z1 = (jnp.asarray(a) for a in _pairs(dim, 3, num_pairs, 7))
@@ -313,7 +313,7 @@ def test_compacting_the_last_running_pairs_changes_nothing(
       return jax.jit(lambda *a: solve(*a, max_iter=300, tol=tol))(init, psi, z0, z1, l1)
 
     compacted = run()
-    monkeypatch.setattr(pgd, "_compacted_sizes", lambda n: [])
+    monkeypatch.setattr(columns, "compacted_sizes", lambda n: [])
     whole = run()
   iters = np.sort(np.asarray(whole[1]).ravel())[::-1]
   # The last stage (16 pairs) ran: some pair went on past the first block

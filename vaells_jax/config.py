@@ -12,13 +12,15 @@ from typing import Any
 
 import numpy as np
 
+# The solver registry (no JAX): the method list and what each applies to.
+from vaells_jax.core.solvers import METHODS as INFERENCE_METHODS
+from vaells_jax.core.solvers import unsuitable
+
 __all__ = ["ADDED_LATER", "CONFIG_NAME", "Config", "config_from_json", "override"]
 
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
-# vaells_jax.core.inference.METHODS
-INFERENCE_METHODS = ("fista", "lm", "pgd", "gauss_newton", "exact")
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
 SELECT_SIGNALS = (
@@ -112,9 +114,9 @@ class Config:
   # iterations (README, inference speed); the paper's experiments were
   # measured with "fista", so it stays the default. "exact" (num_ops = 1
   # only): the global minimum over a grid of the one coefficient, then Newton
-  # (vaells_jax.core.exact). "pgd": proximal gradient with a step per pair
-  # (vaells_jax.core.pgd). "gauss_newton" (latent_dim = 2 only): damped
-  # Gauss-Newton in orthants (vaells_jax.core.gauss_newton).
+  # (vaells_jax.core.solvers.exact). "pgd": proximal gradient with a step per pair
+  # (vaells_jax.core.solvers.pgd). "gauss_newton" (latent_dim = 2 only): damped
+  # Gauss-Newton in orthants (vaells_jax.core.solvers.gauss_newton).
   inference_method: str = "fista"
   closest_anchor: bool = False
   latent_scale: float = 1.0
@@ -251,20 +253,14 @@ class Config:
         f"config.inference_method must be one of "
         f"{INFERENCE_METHODS}, got {self.inference_method!r}."
       )
-    if self.inference_method == "exact" and self.num_ops != 1:
-      raise ValueError(
-        'config.inference_method="exact" solves one operator (num_ops=1), '
-        f'got num_ops={self.num_ops}; use "fista" or "lm".'
-      )
-    if (
-      self.model == "vaells"
-      and self.inference_method == "gauss_newton"
-      and self.latent_dim != 2
-    ):
-      raise ValueError(
-        'config.inference_method="gauss_newton" solves 2-D codes (latent_dim=2), '
-        f'got latent_dim={self.latent_dim}; use "pgd" or "fista".'
-      )
+    problem = unsuitable(  # a baseline solves no coefficients of its codes
+      self.inference_method,
+      self.num_ops,
+      self.latent_dim if self.model == "vaells" else None,
+      names=("num_ops", "latent_dim"),
+    )
+    if problem:
+      raise ValueError(f"config.inference_method={problem}")
     if self.network not in NETWORKS:
       raise ValueError(
         f"config.network must be one of {NETWORKS}, got {self.network!r}."

@@ -194,7 +194,7 @@ def _expm_minus_identity_pairs(a):
 
 def expm_pairs(a):
   """:func:`expm_small` of ``[d, d, P]`` matrices, the batch on the minor
-  axis (the layout of the per-pair-step solver, :mod:`vaells_jax.core.pgd`).
+  axis (the layout of the per-pair-step solver, :mod:`vaells_jax.core.solvers.pgd`).
 
   Each matrix is scaled and squared as in :func:`expm_small`, in the form
   ``expm(a) - I`` (:func:`_expm_minus_identity_pairs`); the Taylor

@@ -20,23 +20,25 @@ these solvers (``method``):
   Gauss-Newton steps solve the local linear model in every direction at once
   (``benchmarks/inference_speed.py`` measures both against scipy CG);
 * ``"pgd"``: accelerated proximal gradient without jaxopt
-  (:mod:`vaells_jax.core.pgd`): each pair keeps its own step, tried at four
+  (:mod:`vaells_jax.core.solvers.pgd`): each pair keeps its own step, tried at four
   lengths per iteration in one batched evaluation, instead of a vmapped line
   search that runs as many trials as the worst pair needs; for ``d = 2`` the
   value and gradient are one closed-form pass. Same starts, results and
   diagnostics as ``"fista"``; 2.5-2.7x faster inference on the synthetic steps
   (``docs/benchmarks.md``).
 * ``"gauss_newton"`` (2-D codes, ``d = 2``, only): damped Gauss-Newton in
-  orthants (:mod:`vaells_jax.core.gauss_newton`), the Jacobian of the closed
+  orthants (:mod:`vaells_jax.core.solvers.gauss_newton`), the Jacobian of the closed
   form and a ``2 x 2`` system per step, so it follows the valley of ``M > d``
   problems in tens of iterations where proximal gradient needs hundreds.
 * ``"exact"`` (one operator, ``M = 1``, only): the global minimum over a
   dense grid of the single coefficient, refined by safeguarded Newton
-  (:mod:`vaells_jax.core.exact`); deterministic, so ``key``, ``num_restarts``
+  (:mod:`vaells_jax.core.solvers.exact`); deterministic, so ``key``, ``num_restarts``
   and ``init_range`` do not enter.
 
-This is the only module that imports jaxopt, so the solvers can be swapped in
-one place.
+Each solver is a module of :mod:`vaells_jax.core.solvers` and a line of its
+registry (``SOLVERS``), which this module calls: it validates the inputs,
+draws the starts and keeps each pair's best start. jaxopt is imported by
+``core/solvers/jaxopt_solvers.py`` alone.
 
 The data term uses the ``1/2 ||.||^2`` convention throughout the library.
 """
@@ -46,18 +48,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.core.exact import solve_exact
-from vaells_jax.core.expm import expm_small
-from vaells_jax.core.gauss_newton import solve_gauss_newton
-from vaells_jax.core.pgd import CHUNK, map_chunks, solve_pgd
-from vaells_jax.core.transport import _transport, check_psi, generator
+from vaells_jax.core.solvers import METHODS, SOLVERS, unsuitable
+from vaells_jax.core.solvers.jaxopt_solvers import data_term
+from vaells_jax.core.transport import _transport, check_psi
 
 __all__ = [
   "DEFAULT_MAX_ITER",
@@ -72,34 +71,9 @@ __all__ = [
 ]
 
 
-def _jaxopt():
-  """``(jaxopt, prox_lasso)``, imported on first use: the ``"fista"`` and
-  ``"lm"`` solvers need them, and importing jaxopt (with scipy.optimize)
-  takes about 0.4 s. This is the one module that imports jaxopt ("JAXopt is
-  no longer maintained": known), so it can be swapped here."""
-  with warnings.catch_warnings():
-    warnings.filterwarnings(
-      "ignore", "JAXopt is no longer maintained", DeprecationWarning
-    )
-    import jaxopt
-    from jaxopt.prox import prox_lasso
-  return jaxopt, prox_lasso
-
-
-# Iterations when ``max_iter`` is not given: proximal-gradient iterations for
-# "fista" and "pgd", Gauss-Newton steps for "gauss_newton", Levenberg-Marquardt
-# iterations for "lm", safeguarded Newton steps per candidate for "exact".
-DEFAULT_MAX_ITER = {
-  "fista": 100,
-  "lm": 20,
-  "pgd": 100,
-  "gauss_newton": 100,
-  "exact": 20,
-}
+# Iterations when ``max_iter`` is not given, per method (the registry's).
+DEFAULT_MAX_ITER = {name: entry.default_max_iter for name, entry in SOLVERS.items()}
 DEFAULT_TOL = 1e-4
-METHODS = tuple(DEFAULT_MAX_ITER)
-_LM_SMOOTHING = 1e-3  # eps of the smoothed l1 term sqrt(c^2 + eps^2).
-_LM_POLISH_ITER = 10  # proximal-gradient iterations after Levenberg-Marquardt.
 
 
 class InferenceResult(NamedTuple):
@@ -116,43 +90,6 @@ class InferenceResult(NamedTuple):
   objective: jax.Array
   num_iter: jax.Array
   converged: jax.Array
-
-
-def _residual(coeffs, psi, z0, z1):
-  """``z1 - T_psi(coeffs) z0``, ``[..., d]``."""
-  operator = expm_small(generator(psi, coeffs))
-  # A broadcast product, not a batched dot: XLA:CPU runs batches of tiny dots
-  # slower than the same arithmetic done elementwise (README, inference speed).
-  return z1 - jnp.sum(operator * z0[..., None, :], axis=-1)
-
-
-def _data_term(coeffs, psi, z0, z1):
-  """``1/2 ||z1 - T_psi(coeffs) z0||^2`` over the last axis."""
-  return 0.5 * jnp.sum(_residual(coeffs, psi, z0, z1) ** 2, axis=-1)
-
-
-def _smoothed_residual(coeffs, l1_weight, psi, z0, z1):
-  """One pair's residuals whose half squared norm is the smoothed objective.
-
-  ``[z1 - T(c) z0, sqrt(2 l1_weight) (c^2 + eps^2)^(1/4)]``, ``[d + M]``: half
-  its squared norm is the data term plus ``l1_weight sum_m sqrt(c_m^2 +
-  eps^2)``.
-  """
-  penalty = jnp.sqrt(2.0 * l1_weight) * (coeffs * coeffs + _LM_SMOOTHING**2) ** 0.25
-  return jnp.concatenate([_residual(coeffs, psi, z0, z1), penalty])
-
-
-def _safe_value_and_grad(coeffs, psi, z0, z1):
-  """Value and gradient of the data term, ``(inf, 0)`` where not finite.
-
-  jaxopt's line search only backtracks when the trial value compares larger,
-  so a NaN (from an overflowing ``expm`` after a long trial step) would be
-  accepted; ``inf`` makes it backtrack instead.
-  """
-  value, grad = jax.value_and_grad(_data_term)(coeffs, psi, z0, z1)
-  finite = jnp.isfinite(value)
-  grad = jnp.where(finite & jnp.isfinite(grad), grad, 0.0)
-  return jnp.where(finite, value, jnp.inf), grad
 
 
 def inference_objective(psi, coeffs, z0, z1, l1_weight):
@@ -218,11 +155,9 @@ def _check_inputs(
       raise ValueError(f"init_range must be (lo, hi) with lo <= hi, got {init_range}.")
   if method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-  if method == "exact" and num_ops != 1:
-    raise ValueError(
-      f'method="exact" solves one operator (psi [1, d, d]); psi has M={num_ops}. '
-      'Use "fista" or "lm".'
-    )
+  problem = unsuitable(method, num_ops, dim)
+  if problem:
+    raise ValueError(f"method={problem}")
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
   if not (isinstance(tol, (int, float, np.floating)) and 0 < tol < np.inf):
@@ -265,11 +200,11 @@ def infer_coefficients(
   Minimises ``1/2 ||z1 - expm(sum_m c_m psi_m) z0||^2 + l1_weight ||c||_1`` for
   every pair, with accelerated proximal gradient (``method="fista"``: jaxopt
   ``ProximalGradient``, ``prox_lasso``, backtracking line search; or
-  ``method="pgd"``: the same with a step per pair, :mod:`vaells_jax.core.pgd`)
+  ``method="pgd"``: the same with a step per pair, :mod:`vaells_jax.core.solvers.pgd`)
   or with Levenberg-Marquardt on the smoothed objective followed by a few
   proximal-gradient iterations (``method="lm"``; module docstring), or, for
   one operator, globally over a grid of the coefficient
-  (``method="exact"``: :mod:`vaells_jax.core.exact`; no random starts). Restart
+  (``method="exact"``: :mod:`vaells_jax.core.solvers.exact`; no random starts). Restart
   ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
   lowest final objective wins (a start that diverges to a non-finite
@@ -324,16 +259,20 @@ def infer_coefficients(
       when it is concrete) or invalid solver settings.
   """
   if max_iter is None:
-    max_iter = DEFAULT_MAX_ITER.get(method, 1)
+    max_iter = DEFAULT_MAX_ITER.get(method, 1)  # an unknown method: checked below
   _check_key(key)
   batch = _check_inputs(
     psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
   )
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
   flat = _flat_pairs(batch, dtype, z0, z1, l1_weight, *init_range)
-  if method == "exact":
-    result = _infer_exact(
-      jnp.asarray(psi, dtype), *flat[:3], max_iter=max_iter, tol=float(tol)
+  if not SOLVERS[method].takes_starts:
+    result = _infer_without_starts(
+      jnp.asarray(psi, dtype),
+      *flat[:3],
+      max_iter=max_iter,
+      tol=float(tol),
+      method=method,
     )
   else:
     starts = _draw_starts(key, num_restarts, jnp.shape(psi)[0], *flat[3:])
@@ -377,9 +316,9 @@ def infer_from_starts(
       ``[R, ..., M]``.
   """
   if max_iter is None:
-    max_iter = DEFAULT_MAX_ITER.get(method, 1)
-  if method == "exact":
-    raise ValueError('method="exact" takes no starts; use infer_coefficients.')
+    max_iter = DEFAULT_MAX_ITER.get(method, 1)  # an unknown method: checked below
+  if method in SOLVERS and not SOLVERS[method].takes_starts:
+    raise ValueError(f'method="{method}" takes no starts; use infer_coefficients.')
   num_ops = check_psi(psi)[0]
   if jnp.ndim(starts) < 2 or jnp.shape(starts)[-1] != num_ops:
     raise ValueError(
@@ -504,47 +443,16 @@ def solver_starts(key, num_restarts, num_ops, lo, hi):
   return init + offsets * (hi - lo)
 
 
-# Methods that solve the pairs on the minor axis without jaxopt: ``[R, N]`` results.
-_COLUMN_SOLVERS = {"pgd": solve_pgd, "gauss_newton": solve_gauss_newton}
-
-
-@functools.partial(jax.jit, static_argnames=("max_iter", "tol"))
-def _infer_exact(psi, z0, z1, l1_weight, *, max_iter, tol):
-  """``method="exact"`` on ``N`` pairs ``[N, d]``; weights ``[N]``."""
+@functools.partial(jax.jit, static_argnames=("max_iter", "tol", "method"))
+def _infer_without_starts(psi, z0, z1, l1_weight, *, max_iter, tol, method):
+  """A solver without starts (``"exact"``) on ``N`` pairs ``[N, d]``, weights
+  ``[N]``."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
-  coeffs, converged, num_iter = solve_exact(
+  coeffs, converged, num_iter = SOLVERS[method].load()(
     psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
   )
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
   return coeffs, objective, num_iter, converged & jnp.isfinite(objective)
-
-
-def _in_chunks(solve_one, init, z0, z1, l1_weight, chunk=CHUNK):
-  """``solve_one`` (one start of one pair), vmapped over every start
-  ``init [R, N, M]`` of every pair: ``[R, N, ...]`` results.
-
-  Beyond ``chunk`` starts the starts are flattened and solved in
-  ``lax.map`` chunks: a vmapped line search runs as many trials as the worst
-  start of its batch needs, so a hard pair costs its chunk, not the whole
-  batch (``benchmarks/inference_scaling.py``, docs/benchmarks.md). The last
-  chunk is padded with copies of the last start: a zero pair's gradient is
-  zero, and jaxopt's line search then tries every step length on every
-  iteration. Up to ``chunk`` starts, one vmap over restarts of a vmap over
-  pairs (the program ``solve_restarts_as_pairs`` reproduces bit for bit).
-  """
-  num_restarts, num_pairs, num_ops = init.shape
-  total = num_restarts * num_pairs
-  if total <= chunk:
-    solve = jax.vmap(jax.vmap(solve_one), in_axes=(0, None, None, None))
-    return solve(init, z0, z1, l1_weight)
-  flat = [
-    init.reshape(total, num_ops),
-    jnp.tile(z0, (num_restarts, 1)),
-    jnp.tile(z1, (num_restarts, 1)),
-    jnp.tile(l1_weight, num_restarts),
-  ]
-  out = map_chunks(jax.vmap(solve_one), flat, chunk=chunk, axis=0, mode="edge")
-  return tuple(a.reshape((num_restarts, num_pairs) + a.shape[1:]) for a in out)
 
 
 # Its own program, so that a solve's program takes the starts as input (and
@@ -558,74 +466,19 @@ def _infer_flat(psi, z0, z1, l1_weight, init, *, max_iter, tol, method):
   starts ``init [R, N, M]``; returns the best restart's results."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
   num_pairs = z0.shape[0]
-  if method in _COLUMN_SOLVERS:
-    coeffs, num_iter, error = _COLUMN_SOLVERS[method](
-      init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
-    )
-  else:
-    solve_one = _jaxopt_solver(psi, max_iter=max_iter, tol=tol, method=method)
-    coeffs, num_iter, error = _in_chunks(solve_one, init, z0, z1, l1_weight)
+  coeffs, num_iter, error = SOLVERS[method].load()(
+    init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
+  )
   # A start outside expm_small's range gave the solver no gradient to follow.
-  error = jnp.where(jnp.isfinite(_data_term(init, psi, z0, z1)), error, jnp.inf)
+  error = jnp.where(jnp.isfinite(data_term(init, psi, z0, z1)), error, jnp.inf)
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
   # A start that diverged (expm overflow) falls back to the identity path c=0.
   failed = ~jnp.isfinite(objective)
   coeffs = jnp.where(failed[..., None], 0.0, coeffs)
-  objective = jnp.where(failed, _data_term(coeffs, psi, z0, z1), objective)
+  objective = jnp.where(failed, data_term(coeffs, psi, z0, z1), objective)
   error = jnp.where(failed, jnp.inf, error)
   best = jnp.argmin(objective, axis=0)
   pick = lambda a: jnp.take_along_axis(  # noqa: E731
     a, best.reshape((1, num_pairs) + (1,) * (a.ndim - 2)), axis=0
   )[0]
   return (pick(coeffs), pick(objective), pick(num_iter), pick(error) <= tol)
-
-
-def _jaxopt_solver(psi, *, max_iter, tol, method):
-  """``solve_one(c0, z0, z1, l1) -> (coeffs, iterations, error)`` of one pair
-  with jaxopt: ``"fista"`` or ``"lm"`` (then a few proximal steps)."""
-  jaxopt, prox_lasso = _jaxopt()
-  proximal = functools.partial(
-    jaxopt.ProximalGradient,
-    fun=_safe_value_and_grad,
-    value_and_grad=True,
-    prox=prox_lasso,
-    acceleration=True,
-    tol=tol,
-    implicit_diff=False,
-    jit=True,
-    unroll=False,
-  )
-
-  if method == "fista":
-    solver = proximal(maxiter=max_iter)
-
-    def solve_one(c0, a, b, lam):
-      params, state = solver.run(c0, lam, psi, a, b)
-      return params, state.iter_num, state.error
-  elif method == "lm":
-    marquardt = jaxopt.LevenbergMarquardt(
-      _smoothed_residual,
-      maxiter=max_iter,
-      damping_parameter=1.0,
-      tol=tol,
-      xtol=0.0,
-      gtol=0.0,
-      solver="inv",
-      materialize_jac=True,
-      implicit_diff=False,
-      jit=True,
-      unroll=False,
-    )
-    polish = proximal(maxiter=_LM_POLISH_ITER)
-
-    def solve_one(c0, a, b, lam):
-      c1, state = marquardt.run(c0, lam, psi, a, b)
-      # Keep the start where the step diverged or did not improve the objective.
-      start, end = (
-        _data_term(c, psi, a, b) + lam * jnp.sum(jnp.abs(c)) for c in (c0, c1)
-      )
-      c1 = jnp.where(jnp.isfinite(end) & (end <= start), c1, c0)
-      params, polished = polish.run(c1, lam, psi, a, b)
-      return params, state.iter_num + polished.iter_num, polished.error
-
-  return solve_one

@@ -27,7 +27,7 @@ def get_config(budget: str = "paper") -> Config:
       "concentric has only the paper budget (it runs on a CPU in minutes)."
     )
   return Config(
-    # Damped Gauss-Newton (vaells_jax.core.gauss_newton): with four
+    # Damped Gauss-Newton (vaells_jax.core.solvers.gauss_newton): with four
     # operators on 2-D codes the objective has a valley that only the small
     # l1 weight tilts; Gauss-Newton reaches its bottom in a median of about
     # 20 steps where proximal gradient needs 100-300 iterations. On a

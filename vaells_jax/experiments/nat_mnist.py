@@ -31,7 +31,7 @@ def get_config(budget: str = "paper") -> Config:
     recon_weight_psi=1e-4,
     closest_anchor=True,
     latent_scale=10.0,
-    # Four operators on 6-D codes: the per-pair-step solver (vaells_jax.core.pgd).
+    # Four operators on 6-D codes: the per-pair-step solver (core.solvers.pgd).
     # At the paper's 100 iterations its step is 183x the original method's
     # (fista: 10x), on a trained state's pairs 117x (fista: 2x), and it ends
     # as low as the original on 98% of those pairs (fista: 14%)

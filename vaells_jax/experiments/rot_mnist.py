@@ -32,7 +32,7 @@ def get_config(budget: str = "paper") -> Config:
     prior_weight_net=1e-4,
     recon_weight_psi=1e-4,
     # One operator: the global minimum of each pair's coefficient
-    # (vaells_jax.core.exact) instead of one proximal-gradient start; 45x
+    # (vaells_jax.core.solvers.exact) instead of one proximal-gradient start; 45x
     # faster than "fista" per solve at this size and never higher
     # (docs/benchmarks.md, "One operator: the exact solver"). The results in
     # docs/experiments.md were measured with "fista".

@@ -38,7 +38,7 @@ local model in every direction at once:
   stopped (checked every :data:`_BLOCK` iterations) or after ``max_iter``
   iterations.
 
-Pairs lie on the last axis of every array, as in :mod:`vaells_jax.core.pgd`,
+Pairs lie on the last axis of every array, as in :mod:`vaells_jax.core.solvers.pgd`,
 whose closed-form ``f`` this module shares.
 """
 
@@ -49,17 +49,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from vaells_jax.core.pgd import (
+from vaells_jax.core.solvers.columns import (
   CHUNK,
-  _combine,
-  _data,
-  _forward_2x2,
-  _materialize,
-  _parts_2x2,
-  _pick,
+  materialize,
+  pick,
   run_blocks,
   solve_columns,
 )
+from vaells_jax.core.solvers.pairs import combine, data_term, forward_2x2, parts_2x2
 
 __all__ = ["RADIUS", "solve_gauss_newton"]
 
@@ -75,12 +72,12 @@ def _jacobian_2x2(index, coeffs, psi, z0, z1):
   """``f [P]``, the residual ``r`` (two rows ``[P]``) and the Jacobian of
   ``w = expm(A) z0``, two rows ``[M, P]`` (one per component of ``w``).
 
-  With ``A = mu I + B`` (:func:`vaells_jax.core.pgd._forward_2x2`): ``w =
+  With ``A = mu I + B`` (:func:`vaells_jax.core.solvers.pairs.forward_2x2`): ``w =
   e^mu (C z0 + S v)``, ``v = B z0``, ``delta = h^2 + a01 a10``; ``dw/dmu =
   w``, ``dw/d delta = e^mu (S/2 z0 + S' v)``, and ``h, a01, a10`` enter
   through ``delta`` and ``v``.
   """
-  fwd = _forward_2x2(index, coeffs, psi, z0, z1, with_slope=True)
+  fwd = forward_2x2(index, coeffs, psi, z0, z1, with_slope=True)
   parts, h, a01, a10 = fwd.parts, fwd.h, fwd.a01, fwd.a10
   scale, sinhc, (slope,), v0, v1 = fwd.scale, fwd.sinhc, fwd.slope, fwd.v0, fwd.v1
   r0, r1 = fwd.r0, fwd.r1
@@ -114,7 +111,7 @@ class _State(NamedTuple):
 def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
   """One damped Gauss-Newton step for every pair not yet stopped."""
   c = state.coeffs
-  value, r0, r1, j0, j1 = _materialize(
+  value, r0, r1, j0, j1 = materialize(
     index, lambda c: _jacobian_2x2(index, c, psi, z0, z1), c
   )
   ok = jnp.isfinite(value) & jnp.isfinite(state.objective)
@@ -138,23 +135,23 @@ def _iterate(index, state: _State, psi, z0, z1, l1, tol) -> _State:
   y1 = ((lam + a) * jq1 - b * jq0) / det
   step = -(q[:, None] - j0[:, None] * y0 - j1[:, None] * y1) / lam  # [M, K, P]
   # Trust region on the generator's change (Frobenius norm).
-  mu, h, a01, a10 = (_combine(p, step) for p in _parts_2x2(psi))
+  mu, h, a01, a10 = (combine(p, step) for p in parts_2x2(psi))
   norm = jnp.sqrt(2.0 * (mu * mu + h * h) + a01 * a01 + a10 * a10)
   step = step * jnp.minimum(1.0, RADIUS / jnp.maximum(norm, 1e-30))
   trials = c[:, None] + step
   trials = jnp.where(free[:, None] & (trials * sign[:, None] > 0), trials, 0.0)
-  f_trial = _data(index, trials, psi, z0, z1) + l1 * sum(jnp.abs(u) for u in trials)
+  f_trial = data_term(index, trials, psi, z0, z1) + l1 * sum(jnp.abs(u) for u in trials)
   f_trial = jnp.where(jnp.isfinite(f_trial), f_trial, jnp.inf)
   choice = jnp.argmin(f_trial, axis=0)
   lowest = jnp.min(f_trial, axis=0)
   active = ~state.done
   take = active & ok & (lowest < state.objective)
-  chosen_scale = _pick(jnp.broadcast_to(scales, f_trial.shape), choice)
+  chosen_scale = pick(jnp.broadcast_to(scales, f_trial.shape), choice)
   damping = jnp.where(take, state.damping * chosen_scale / 3.0, state.damping * 1e3)
   unmoved = jnp.all(trials[:, -1] == c, axis=0)
   stuck = ~take & ((state.damping > _GIVE_UP) | unmoved)
   return _State(
-    coeffs=jnp.where(take, _pick(jnp.moveaxis(trials, 1, 0), choice), c),
+    coeffs=jnp.where(take, pick(jnp.moveaxis(trials, 1, 0), choice), c),
     objective=jnp.where(take, lowest, state.objective),
     damping=jnp.where(active, jnp.maximum(damping, 1e-12), state.damping),
     error=jnp.where(active, error, state.error),
@@ -167,7 +164,7 @@ def _initial_state(coeffs, psi, z0, z1, l1) -> _State:
   """The loop's state at the starts ``coeffs [M, P]``."""
   num_pairs = z0.shape[-1]
   dtype = coeffs.dtype
-  objective = _data(0, coeffs, psi, z0, z1) + l1 * jnp.sum(jnp.abs(coeffs), axis=0)
+  objective = data_term(0, coeffs, psi, z0, z1) + l1 * jnp.sum(jnp.abs(coeffs), axis=0)
   return _State(
     coeffs=coeffs,
     objective=jnp.where(jnp.isfinite(objective), objective, jnp.inf),
@@ -193,7 +190,7 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
 def solve_gauss_newton(init, psi, z0, z1, l1_weight, *, max_iter, tol, chunk=CHUNK):
   """Solves every start of every pair (module docstring); ``d = 2`` only.
 
-  Args, returns: as :func:`vaells_jax.core.pgd.solve_pgd` (``error`` is
+  Args, returns: as :func:`vaells_jax.core.solvers.pgd.solve_pgd` (``error`` is
   ``||q||`` at the last iterate, ``inf`` where ``F`` was not finite).
 
   Raises:

@@ -1,0 +1,98 @@
+"""The coefficient solvers behind ``infer_coefficients``: one module each, and
+one line each in :data:`SOLVERS`.
+
+A solver with starts solves every start of every pair::
+
+    solve(init [R, N, M], psi [M, d, d], z0 [N, d], z1 [N, d], l1_weight [N],
+          *, max_iter, tol) -> (coeffs [R, N, M], num_iter [R, N], error [R, N])
+
+(``error``: the measure its tolerance applies to; ``error <= tol`` is
+converged). ``infer_coefficients`` draws the starts, calls it, and keeps each
+pair's best start. A solver without starts (``exact``) is
+``solve(psi, z0, z1, l1_weight, *, max_iter, tol) -> (coeffs [N, M],
+converged [N], num_iter [N])``.
+
+Adding a solver: a module here with its ``solve`` function (tests against
+``core/reference.py``'s scipy solution, as ``tests/test_pgd.py`` does), and
+one :class:`SolverEntry` in :data:`SOLVERS`; ``Config`` and
+``infer_coefficients`` then accept its name. This module imports no JAX
+(``vaells_jax.config`` validates against it); the solver modules load on
+first use.
+
+The modules: ``columns`` (the blocked loop the per-pair solvers share: pairs
+on the minor axis, chunks, compaction of the last running pairs), ``pairs``
+(the pairwise objective and its gradient, closed form for ``d = 2``),
+``pgd``, ``gauss_newton``, ``exact``, ``jaxopt_solvers`` (``fista``, ``lm``;
+the one module that imports jaxopt).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+__all__ = ["METHODS", "SOLVERS", "SolverEntry", "default_max_iter", "unsuitable"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverEntry:
+  """One solver: where its ``solve`` is and what it applies to.
+
+  Attributes:
+    target: ``"module:function"`` in this package.
+    default_max_iter: iterations when ``max_iter`` is not given.
+    takes_starts: whether it starts from random starts (module docstring).
+    only_dim: it solves codes of this dimension ``d`` only.
+    only_ops: it solves dictionaries of this many operators ``M`` only.
+    instead: what to use where it does not apply.
+  """
+
+  target: str
+  default_max_iter: int
+  takes_starts: bool = True
+  only_dim: int | None = None
+  only_ops: int | None = None
+  instead: str = ""
+
+  def load(self):
+    """The ``solve`` function (imports its module)."""
+    module, name = self.target.split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+SOLVERS = {
+  "fista": SolverEntry("jaxopt_solvers:solve_fista", 100),
+  "lm": SolverEntry("jaxopt_solvers:solve_lm", 20),
+  "pgd": SolverEntry("pgd:solve_pgd", 100),
+  "gauss_newton": SolverEntry(
+    "gauss_newton:solve_gauss_newton", 100, only_dim=2, instead='"pgd" or "fista"'
+  ),
+  "exact": SolverEntry(
+    "exact:solve_exact", 20, takes_starts=False, only_ops=1, instead='"fista" or "lm"'
+  ),
+}
+METHODS = tuple(SOLVERS)
+
+
+def default_max_iter(method: str) -> int:
+  """``max_iter`` when none is given: iterations for proximal gradient and
+  ``pgd``, Gauss-Newton steps for ``gauss_newton``, Levenberg-Marquardt
+  iterations for ``lm``, safeguarded Newton steps per candidate for ``exact``."""
+  return SOLVERS[method].default_max_iter
+
+
+def unsuitable(method: str, num_ops, dim, names=("M", "d")) -> str | None:
+  """Why ``method`` cannot solve ``num_ops`` operators on ``dim``-D codes
+  (``names``: how to call the two numbers; ``None``: not checked), or None."""
+  entry = SOLVERS[method]
+  if None not in (entry.only_ops, num_ops) and num_ops != entry.only_ops:
+    return (
+      f'"{method}" solves one operator ({names[0]}={entry.only_ops}), got '
+      f"{names[0]}={num_ops}; use {entry.instead}."
+    )
+  if None not in (entry.only_dim, dim) and dim != entry.only_dim:
+    return (
+      f'"{method}" solves {entry.only_dim}-D codes ({names[1]}={entry.only_dim}), '
+      f"got {names[1]}={dim}; use {entry.instead}."
+    )
+  return None
