@@ -7,8 +7,9 @@ run traverses it on about one draw in five (21% of 80 members, seeds 0-9;
 3 of the fresh seeds 100-109). The default trains 16 members, each with its
 own networks, anchors and dictionary, to the end in one step, and keeps the
 one whose operator's orbits pass the most of the encoded roll at two radii
-(``latent_coverage_both``, no ground truth): 20 of the fresh seeds
-100-119 and 8 of 120-129 traversed. With 8 members (and
+(``latent_coverage_both``, no ground truth): it traversed the roll on 20
+of seeds 100-119 (on which the signal was chosen) and on 16 of the fresh
+seeds 120-139. With 8 members (and
 ``latent_coverage_wide``) 16 of 100-119 did: no member traversed the roll
 on 3 of them; with 16 every seed has one. Damped Gauss-Newton
 (``gauss_newton``) solves the step's pairs as low as the original method
