@@ -3,7 +3,8 @@
 ``get_config(name, budget)`` and ``make_data(name, config)`` are what
 ``vaells-run --exp=NAME`` (``vaells_jax.cli``) trains on. One module per
 experiment holds ``get_config(budget)``, written as the ``Config`` defaults
-(the concentric circles) plus what differs; the digits experiments also name
+(the concentric circles) plus what differs; the digits experiments build on
+``digits.py`` (paper table 5 and the CPU budget they share) and also name
 their ``ANCHORS_PER_CLASS``. Adding an experiment: a module here, its name in
 ``NAMES``, and its data builder in ``make_data``.
 """
