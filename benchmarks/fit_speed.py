@@ -10,6 +10,12 @@ experiment's), the compilation cache as each leaves it (a first round fills
 it; ``--skip-first`` drops that round from the ratio). Prints each
 process's wall time, fit's tries and verdict, and the ratio of fit's time
 per try to the command's (a try trains the command's steps).
+
+``--started`` adds two fit processes a round that run a jax computation
+before calling ``fit`` (a library caller's case: the backend has started
+with one CPU device): the population's members in groups from one thread
+per core (the default there), and all in one thread (``member_groups``
+patched to 1).
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ import pathlib
 import sys
 import numpy as np
 import vaells_jax
+if sys.argv[2] != "fresh":
+  import jax
+  jax.numpy.zeros(1).block_until_ready()  # the backend starts: one CPU device
+if sys.argv[2] == "one_thread":
+  from vaells_jax.training import population
+  population.member_groups = lambda members: 1
 rng = np.random.default_rng(0)
 theta = rng.uniform(0, 2 * np.pi, 200)
 labels = np.repeat([0, 1], 100)
@@ -53,7 +65,9 @@ def main(argv=None) -> list[dict]:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--skip-first", action="store_true", help="a warm-up round")
+  parser.add_argument("--started", action="store_true", help="jax started before fit")
   args = parser.parse_args(argv)
+  modes = ("fresh", "started", "one_thread") if args.started else ("fresh",)
   rounds = []
   with tempfile.TemporaryDirectory() as tmp:
     for i in range(args.repeats + args.skip_first):
@@ -66,24 +80,27 @@ def main(argv=None) -> list[dict]:
           "--overwrite",
         ]
       )
-      fit, said = _timed([sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit"])
-      tries, verdict = said.split("TRIES ")[-1].split(maxsplit=1)
-      row = {
-        "concentric_s": command,
-        "fit_s": fit,
-        "tries": int(tries),
-        "verdict": verdict.strip(),
-        "ratio_per_try": fit / int(tries) / command,
-      }
       warm_up = " (warm-up)" if args.skip_first and i == 0 else ""
-      print(
-        f"round {i}: concentric command {command:.1f} s, fit {fit:.1f} s in "
-        f"{tries} tries ({row['verdict']}), ratio a try "
-        f"{row['ratio_per_try']:.2f}{warm_up}",
-        flush=True,
-      )
-      if not (args.skip_first and i == 0):
-        rounds.append(row)
+      print(f"round {i}: concentric command {command:.1f} s{warm_up}", flush=True)
+      for mode in modes:
+        fit, said = _timed([sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit", mode])
+        tries, verdict = said.split("TRIES ")[-1].split(maxsplit=1)
+        row = {
+          "mode": mode,
+          "concentric_s": command,
+          "fit_s": fit,
+          "tries": int(tries),
+          "verdict": verdict.strip(),
+          "ratio": fit / command,
+          "ratio_per_try": fit / int(tries) / command,
+        }
+        print(
+          f"  fit ({mode}) {fit:.1f} s in {tries} tries ({row['verdict']}), "
+          f"ratio {row['ratio']:.2f}, a try {row['ratio_per_try']:.2f}",
+          flush=True,
+        )
+        if not (args.skip_first and i == 0):
+          rounds.append(row)
   return rounds
 
 

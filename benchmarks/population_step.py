@@ -86,7 +86,7 @@ def main(argv=None) -> dict:
     step, state, data, config, args.warmup, args.steps, args.repeats
   )
   step = lambda vectorize, devices: population.make_population_step(  # noqa: E731
-    config, data.data_dim, vectorize=vectorize, devices=devices
+    config, data.data_dim, vectorize=vectorize, devices=devices, groups=1
   )
   one = jax.devices()[:1]
   split = population.member_devices(args.population)
@@ -94,6 +94,12 @@ def main(argv=None) -> dict:
     "vmap": timed(step(True, one), members),
     "lax.map": timed(step(False, one), members),
     f"lax.map, split over {len(split)} devices": timed(step(False, split), members),
+    f"lax.map, {len(split)} groups from threads, one device": timed(
+      population.make_population_step(
+        config, data.data_dim, vectorize=False, devices=one, groups=len(split)
+      ),
+      members,
+    ),
     "single": timed(
       api.MODELS["vaells"].make_step(config, data.data_dim, None), single
     ),

@@ -79,7 +79,11 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
 def test_fit_does_not_depend_on_the_data_units(tmp_path):
   x, labels = _two_rings()
   moved = x * 100 + 1000
-  kw = dict(config=CONFIG, log=lambda _: None)
+  # fista: "gauss_newton" (what "auto" picks) stops each pair on its own, so
+  # rounding apart moves the log-likelihoods by up to 1.5e-4 relative.
+  kw = dict(
+    config=dataclasses.replace(CONFIG, inference_method="fista"), log=lambda _: None
+  )
   a = vaells_jax.fit(x, labels, workdir=tmp_path / "a", **kw)
   b = vaells_jax.fit(moved, labels, workdir=tmp_path / "b", **kw)
   # The same training in the model's units: the same codes and operators.
@@ -203,8 +207,9 @@ def test_fit_spreads_a_population_over_the_cores_from_a_library_call(started):
     [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  if started:  # too late to make devices: said, and trained on one
-    assert "run on one device: jax had started" in result.stdout
+  if started:  # too late to make devices: said, and groups from threads
+    assert "run on one device, in 2 groups from 2 threads" in result.stdout
+    assert "population of 2 in 2 groups from threads" in result.stdout
     assert "devices 1" in result.stdout
   else:
     assert "population of 2 split over 2 devices" in result.stdout

@@ -131,7 +131,9 @@ def fit(
   kept on disk (:func:`vaells_jax.runs.cache.compilation_cache`) unless the
   caller configured jax's cache already or ``VAELLS_NO_CACHE=1``; a
   population gets one CPU device per core when jax has not started yet
-  (:func:`vaells_jax.training.population.claim_cores`).
+  (:func:`vaells_jax.training.population.claim_cores`), else its members
+  run in groups from one thread per core
+  (:class:`vaells_jax.training.population.MemberGroups`).
 
   Args:
     x: data ``[N, D]``, any ``D``.

@@ -14,6 +14,7 @@ member is scored with signals that need no ground truth
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -47,7 +48,10 @@ __all__ = [
   "SELECTION_NAME",
   "SIGNAL_BATCHES",
   "init_population",
+  "MemberGroups",
+  "core_count",
   "make_population_step",
+  "member_groups",
   "member",
   "select",
   "selection_signals",
@@ -95,7 +99,7 @@ _MEMBER_AXES = TrainState(step=None, params=0, opt_state=0)
 
 
 def make_population_step(
-  config: Config, data_dim: int, mesh=None, vectorize=None, devices=None
+  config: Config, data_dim: int, mesh=None, vectorize=None, devices=None, groups=None
 ):
   """The jitted step of all members at once (same batch and key for each).
 
@@ -108,7 +112,7 @@ def make_population_step(
   concentric step with ``fista`` (``benchmarks/population_step.py``, a
   shared 2-core CPU). With ``pgd`` (no line search) 8 members vmapped are
   the faster: 49.8 against 64.7 ms (concentric), 20.4 against 26.2 ms
-  (swiss roll) (docs/experiments.md, "Population training").
+  (swiss roll) (docs/population.md, "How it works").
   Both compute the same function (``tests/test_population.py``).
 
   ``devices``: the members are split evenly over these devices, each
@@ -119,6 +123,12 @@ def make_population_step(
   starts makes N CPU devices, one per core (``experiments/run.py`` sets it):
   8 concentric members 8.3 -> 5.8 ms a step on 2 cores. The split program
   rounds differently from the one-device one (``tests/test_parallel.py``).
+
+  ``groups``: on one device, the members are stepped as this many groups,
+  each group's program launched from its own host thread, so that a CPU
+  runs them on as many cores at the same time (:class:`MemberGroups`; for
+  a process whose jax started with one CPU device). By default, on one CPU
+  device, the most cores that divide the population.
   """
   if vectorize is None:
     vectorize = jax.default_backend() != "cpu"
@@ -126,10 +136,13 @@ def make_population_step(
     devices = member_devices(config.population) if mesh is None else ()
   model = Model.create(config, data_dim)
   if len(devices) < 2:
+    if groups is None:
+      groups = member_groups(config.population) if mesh is None else 1
     return PhasedStep(
       lambda warmup: _all_members(train_step_fn(model, warmup), vectorize),
       config.warmup_steps,
       mesh,
+      launch=(lambda program: MemberGroups(program, groups)) if groups > 1 else None,
     )
   if mesh is not None or config.population % len(devices):
     raise ValueError(
@@ -160,8 +173,7 @@ def claim_cores(population: int) -> str | None:
     None, or a sentence saying why the members stay on fewer devices than
     cores.
   """
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-  count = max(n for n in range(1, min(cores, population) + 1) if population % n == 0)
+  count = core_count(population)
   if count < 2 or jax.distributed.is_initialized():
     return None
   from jax._src import xla_bridge
@@ -170,9 +182,10 @@ def claim_cores(population: int) -> str | None:
     if jax.default_backend() != "cpu" or len(member_devices(population)) >= count:
       return None
     return (
-      f"the population's {population} members run on one device: jax had "
-      f"started before training, so its {cores} CPU cores could not be given "
-      f"devices (call vaells_jax.fit before any other jax computation, or set "
+      f"the population's {population} members run on one device, in {count} "
+      f"groups from {count} threads: jax had started before training, so the "
+      f"CPU cores could not be given devices, which is faster (call "
+      f"vaells_jax.fit before any other jax computation, or set "
       f"XLA_FLAGS=--xla_force_host_platform_device_count={count})"
     )
   if (
@@ -181,6 +194,70 @@ def claim_cores(population: int) -> str | None:
   ):
     jax.config.update("jax_num_cpu_devices", count)
   return None
+
+
+def member_groups(population: int) -> int:
+  """How many groups :func:`make_population_step` steps ``population``
+  members in by default: on one CPU device, the most cores that divide it;
+  else 1 (the members split over devices, or on a GPU or TPU)."""
+  if jax.default_backend() != "cpu" or len(member_devices(population)) > 1:
+    return 1
+  return core_count(population)
+
+
+def core_count(population: int) -> int:
+  """The most of this process's CPU cores over which ``population`` members
+  split evenly."""
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+  return max(n for n in range(1, min(cores, population) + 1) if population % n == 0)
+
+
+class MemberGroups:
+  """Runs a jitted population step as ``groups`` steps of equal groups of
+  members, each launched from its own host thread, then joins them.
+
+  XLA runs a CPU program's loops on one core, and one device's programs
+  launched from one thread run one after another; launched from several
+  threads they run at the same time, on as many cores. Each member's
+  arithmetic is the same as in the whole population's program.
+  """
+
+  def __init__(self, program, groups: int):
+    self.program, self.groups = program, groups
+    self._pool = concurrent.futures.ThreadPoolExecutor(groups)
+
+    def split(state):
+      size = jax.tree_util.tree_leaves(state.params)[0].shape[0] // groups
+
+      def part(i, tree):
+        return jax.tree_util.tree_map(lambda a: a[i * size : (i + 1) * size], tree)
+
+      return tuple(
+        state.replace(params=part(i, state.params), opt_state=part(i, state.opt_state))
+        for i in range(groups)
+      )
+
+    def join(parts, metrics):
+      cat = lambda *a: jnp.concatenate(a)  # noqa: E731
+      return parts[0].replace(
+        params=jax.tree_util.tree_map(cat, *(p.params for p in parts)),
+        opt_state=jax.tree_util.tree_map(cat, *(p.opt_state for p in parts)),
+      ), jax.tree_util.tree_map(cat, *metrics)
+
+    self._split, self._join = jax.jit(split), jax.jit(join)
+    self._last = None  # (the last returned state, its groups)
+
+  def __call__(self, state, batch, key):
+    if self._last is not None and self._last[0] is state:
+      parts = self._last[1]
+    else:
+      parts = self._split(state)
+    run = lambda part: jax.block_until_ready(self.program(part, batch, key))  # noqa: E731
+    outs = list(self._pool.map(run, parts))
+    parts = tuple(o[0] for o in outs)
+    new, metrics = self._join(parts, tuple(o[1] for o in outs))
+    self._last = (new, parts)
+    return new, metrics
 
 
 def member_devices(population: int) -> tuple:
@@ -317,7 +394,7 @@ COVERAGE_ORBIT_POINTS = 400
 # The radius of each coverage signal, in median nearest-neighbour spacings of
 # the encodings: 3 separates the concentric circles' draws; on the swiss roll,
 # whose encodings an exponential orbit follows only roughly, 20 does
-# (docs/experiments.md, "Population training").
+# (docs/population-swiss-roll.md, "Which signal at the end").
 COVERAGE_RADII = {"latent_coverage": 3.0, "latent_coverage_wide": 20.0}
 
 
@@ -336,7 +413,7 @@ def latent_coverage(
   needs the encodings and classes only, no ground truth: the latent-space
   counterpart of ``orbit_coverage`` (on the concentric circles, 10 seeds x
   8 dictionary draws, it separates the runs that learned the circles from the
-  others completely at the end of training; docs/experiments.md).
+  others completely at the end of training; docs/population.md, "Which signal").
 
   Args:
     latents: encodings ``[N, d]``.
@@ -460,7 +537,9 @@ def train_population(
   pop_step = make_population_step(config, data.data_dim)
   if not selection_path.exists():
     spread = len(member_devices(config.population))
+    groups = member_groups(config.population)
     over = f" split over {spread} devices" if spread > 1 else ""
+    over += f" in {groups} groups from threads" if groups > 1 else ""
     log(
       f"population of {config.population}{over}: training to step {k}, then selecting"
     )

@@ -291,17 +291,20 @@ class PhasedStep:
 
   ``place(state) -> state``, when given, puts a state that this step did not
   return where the programs expect it (e.g. a population's members over
-  several devices).
+  several devices). ``launch(program) -> callable``, when given, runs each
+  jitted program in its place (e.g. a population's members in groups from
+  several threads).
 
   Attributes:
     programs: the jitted functions, ``(warm-up, training)`` or ``(training,)``.
   """
 
-  def __init__(self, make_step, warmup_steps: int, mesh=None, place=None):
+  def __init__(self, make_step, warmup_steps: int, mesh=None, place=None, launch=None):
     self.warmup_steps = warmup_steps
     train = jit_step(make_step(False), mesh)
     warm = (jit_step(make_step(True), mesh),) if warmup_steps else ()
     self.programs = (*warm, train)
+    self._run = self.programs if launch is None else tuple(map(launch, self.programs))
     self._place = place
     self._last = None  # (the last returned step counter, its value)
 
@@ -311,7 +314,7 @@ class PhasedStep:
     else:  # One process's copy: a multi-process state is not all addressable.
       number = int(np.asarray(state.step.addressable_data(0)))
       state = state if self._place is None else self._place(state)
-    program = self.programs[0 if number < self.warmup_steps else -1]
+    program = self._run[0 if number < self.warmup_steps else -1]
     new_state, metrics = program(state, batch, key)
     self._last = (new_state.step, number + 1)
     return new_state, metrics
