@@ -57,7 +57,7 @@ SCRIPT = textwrap.dedent("""
     data = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
     config = Config(num_steps=6, batch_size=8, hidden=(16,), num_ops=2,
                     inference_max_iter=10, log_every=3, checkpoint_every=3,
-                    data_parallel=True)
+                    data_parallel=True, inference_method="fista")
     for bad, words in ((dict(data_parallel=False), "data_parallel=true"),
                        (dict(population=2), "config.population=1")):
       try:
@@ -171,6 +171,7 @@ def test_two_process_training_matches_one_process(tmp_path):
     inference_max_iter=10,
     log_every=3,
     checkpoint_every=100,
+    inference_method="fista",  # as the processes' (gauss_newton rounds apart)
   )
   with _two_processes(tmp_path):  # the 1-process run meanwhile, here
     one, _ = runner.train_run(config, data, tmp_path / "one", log=lambda line: None)

@@ -203,13 +203,15 @@ def test_never_worse_than_fista_with_restarts():
         init_range=(-4.0, -2.0),
         max_iter=300,
         tol=1e-10,
+        method="fista",
       )
-      default = infer_coefficients(
+      default = infer_coefficients(  # fista's default start and iterations
         jnp.asarray(psi[None]),
         jnp.asarray(z0),
         jnp.asarray(z1),
         l1_weight=lam,
         key=jax.random.key(1),
+        method="fista",
       )
     theirs = np.asarray(fista.objective)
     assert np.all(ours["objective"] <= theirs + 1e-9 * (1 + theirs)), name

@@ -5,7 +5,7 @@ restarts of a solve into pairs (the synthetic report's paths run through the
 log-likelihood's one-restart program this way); the reference is the
 restart solve itself, ``Solver.__call__``, whose coefficients must come
 back bit for bit when both programs solve at most 512 pairs (XLA:CPU rounds
-larger batches apart: docs/benchmarks.md).
+larger batches apart: docs/benchmarks-evaluation.md).
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from vaells_jax.evaluation.fixed_shapes import solve_restarts_as_pairs
 
 NUM_PAIRS, NUM_OPS, DIM = 20, 4, 2
 L1 = 0.01
-# Sixteen restarts tiling [-2, 2), as spread_restarts tiles the orbits.
-SOLVER = Solver(num_restarts=16, init_range=(-2.0, -1.75))
+# Sixteen restarts tiling [-2, 2), as spread_restarts tiles the orbits. With
+# "fista": "gauss_newton" (what "auto" picks for d = 2) solves the pairs in
+# blocks whose composition changes its rounding (up to 2e-3 relative here).
+SOLVER = Solver(method="fista", num_restarts=16, init_range=(-2.0, -1.75))
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import scipy.linalg
 from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.core.inference import DEFAULT_MAX_ITER, solver_starts
 from vaells_jax.core.reference import default_tol_cg_pairs
+from vaells_jax.core.solvers import resolve
 
 # Rotation problem: restarts r = 0..3 start in [-3.5 + 1.75 r, -1.75 + 1.75 r),
 # which together cover [-3.5, 3.5). Twelve angles, so that the [3, 4]
@@ -264,7 +265,7 @@ def test_lm_beats_proximal_gradient_on_stiff_anchor_pairs():
   key = jax.random.key(4)
   kwargs = dict(l1_weight=l1, key=key, init_range=(-2.5, 2.5), tol=1e-6)
   lm = infer_coefficients(psi, z0, z1, method="lm", **kwargs)
-  fista = infer_coefficients(psi, z0, z1, **kwargs)
+  fista = infer_coefficients(psi, z0, z1, method="fista", **kwargs)
   starts = np.asarray(
     _solver_starts(key, 1, num_pairs, num_ops, (-2.5, 2.5), jnp.float32)
   )
@@ -291,7 +292,13 @@ def test_restart_starts_shift_by_width(rotation_f32):
   z1 = np.zeros_like(rotation_f32["z1"])
   z0 = np.zeros_like(rotation_f32["z0"])
   result = infer_coefficients(
-    rotation_f32["psi"], z0, z1, l1_weight=SMALL_L1, key=key, **ROTATION_RESTARTS
+    rotation_f32["psi"],
+    z0,
+    z1,
+    l1_weight=SMALL_L1,
+    key=key,
+    method="fista",
+    **ROTATION_RESTARTS,
   )
   lo, hi = ROTATION_RESTARTS["init_range"]
   num_restarts = ROTATION_RESTARTS["num_restarts"]
@@ -590,3 +597,23 @@ def test_output_dtype_follows_inputs(rotation_psi, x64, dtypes, expected):
   assert out.coeffs.dtype == np.dtype(expected)
   assert out.objective.dtype == np.dtype(expected)
   assert out.converged.dtype == np.bool_
+
+
+def test_auto_picks_the_solver_for_the_shape():
+  assert resolve("auto", 4, 2) == "gauss_newton"
+  assert resolve("auto", 1, 2) == "gauss_newton"
+  assert resolve("auto", 1, 10) == "exact"
+  assert resolve("auto", 1, 10, starts=True) == "pgd"  # exact takes no starts
+  assert resolve("auto", 4, 6) == "pgd"
+  assert resolve("lm", 1, 10) == "lm"
+  rng = np.random.default_rng(0)
+  for num_ops, dim in ((1, 3), (2, 3)):
+    psi = 0.3 * rng.normal(size=(num_ops, dim, dim)).astype(np.float32)
+    z0, z1 = rng.normal(size=(2, 6, dim)).astype(np.float32)
+    kwargs = dict(l1_weight=1e-3, key=jax.random.key(0))
+    auto = infer_coefficients(psi, z0, z1, **kwargs)
+    named = infer_coefficients(
+      psi, z0, z1, method=resolve("auto", num_ops, dim), **kwargs
+    )
+    for name in auto._fields:
+      np.testing.assert_array_equal(getattr(auto, name), getattr(named, name))

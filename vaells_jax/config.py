@@ -106,18 +106,15 @@ class Config:
   # tolerance was disabled). An absolute tolerance stops the solver at once
   # when the latent codes are small (tiny gradients), the prior then pulls the
   # codes together further, and the operators never learn: measured in the
-  # README (concentric: operators 0.001 with tol 1e-4, 0.03 with 1e-9).
+  # concentric experiment (operators 0.001 with tol 1e-4, 0.03 with 1e-9).
   inference_tol: float = 1e-9
-  # "fista" (proximal gradient, the specification's solver) or "lm"
-  # (Levenberg-Marquardt on the smoothed objective, then a proximal-gradient
-  # polish): vaells_jax.core.inference. "lm" reaches lower objectives in fewer
-  # iterations (README, inference speed); the paper's experiments were
-  # measured with "fista", so it stays the default. "exact" (num_ops = 1
-  # only): the global minimum over a grid of the one coefficient, then Newton
-  # (vaells_jax.core.solvers.exact). "pgd": proximal gradient with a step per pair
-  # (vaells_jax.core.solvers.pgd). "gauss_newton" (latent_dim = 2 only): damped
-  # Gauss-Newton in orthants (vaells_jax.core.solvers.gauss_newton).
-  inference_method: str = "fista"
+  # The coefficient solver (vaells_jax.core.solvers): "auto" picks the fastest
+  # measured for the shape: "gauss_newton" (damped Gauss-Newton in orthants)
+  # for latent_dim = 2, "exact" (a grid of the one coefficient, then Newton)
+  # for num_ops = 1, "pgd" (proximal gradient with a step per pair) otherwise.
+  # Also "fista" (jaxopt proximal gradient, the specification's solver) and
+  # "lm" (Levenberg-Marquardt on the smoothed objective, then a polish).
+  inference_method: str = "auto"
   closest_anchor: bool = False
   latent_scale: float = 1.0
   # Rotated MNIST (paper appendix H): each training input is rotated on the
@@ -145,7 +142,7 @@ class Config:
   # Baselines only: VampPrior pseudo-inputs (paper: 100 synthetic, 500
   # MNIST), and the observation precision of log p(x | z) (the baselines'
   # zeta1). VAELLS's synthetic zeta1 = 0.01 makes a VAE ignore its input
-  # (measured in the README: the posterior collapses to the prior); 1.0 is
+  # (docs/baselines.md: the posterior collapses to the prior); 1.0 is
   # the usual sum-of-squares VAE loss and MNIST's zeta1.
   num_pseudo: int = 100
   baseline_zeta1: float = 1.0

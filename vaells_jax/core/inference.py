@@ -7,7 +7,10 @@ Solves, for every pair at once,
 from random starts, vmapped over every pair and every restart, with one of
 these solvers (``method``):
 
-* ``"fista"`` (default): accelerated proximal gradient (``ProximalGradient``,
+* ``"auto"`` (default): the fastest measured for the problem's shape,
+  ``"gauss_newton"`` for ``d = 2``, ``"exact"`` for ``M = 1``, ``"pgd"``
+  otherwise (:func:`vaells_jax.core.solvers.resolve`);
+* ``"fista"``: accelerated proximal gradient (``ProximalGradient``,
   ``prox_lasso``, backtracking line search) on the objective itself;
 * ``"lm"``: Levenberg-Marquardt (``LevenbergMarquardt``) on the objective with
   the l1 term smoothed, ``|c| ~ sqrt(c^2 + eps^2)`` (``eps = 1e-3``), written as
@@ -25,7 +28,7 @@ these solvers (``method``):
   search that runs as many trials as the worst pair needs; for ``d = 2`` the
   value and gradient are one closed-form pass. Same starts, results and
   diagnostics as ``"fista"``; 2.5-2.7x faster inference on the synthetic steps
-  (``docs/benchmarks.md``).
+  (``docs/benchmarks-solvers.md``).
 * ``"gauss_newton"`` (2-D codes, ``d = 2``, only): damped Gauss-Newton in
   orthants (:mod:`vaells_jax.core.solvers.gauss_newton`), the Jacobian of the closed
   form and a ``2 x 2`` system per step, so it follows the valley of ``M > d``
@@ -54,7 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.core.solvers import METHODS, SOLVERS, unsuitable
+from vaells_jax.core.solvers import METHODS, SOLVERS, resolve, unsuitable
 from vaells_jax.core.solvers.jaxopt_solvers import data_term
 from vaells_jax.core.transport import _transport, check_psi
 
@@ -119,7 +122,9 @@ def inference_objective(psi, coeffs, z0, z1, l1_weight):
 def _check_inputs(
   psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
 ):
-  """Validates the arguments of ``infer_coefficients``; returns the pair shape."""
+  """Validates the arguments of ``infer_coefficients``; returns the pair
+  shape, the solver (``"auto"`` resolved) and its ``max_iter`` (``None``
+  resolved)."""
   num_ops, dim = check_psi(psi)
   for name, z in (("z0", z0), ("z1", z1)):
     if jnp.ndim(z) < 1 or jnp.shape(z)[-1] != dim:
@@ -158,11 +163,14 @@ def _check_inputs(
   problem = unsuitable(method, num_ops, dim)
   if problem:
     raise ValueError(f"method={problem}")
+  method = resolve(method, num_ops, dim)
+  if max_iter is None:
+    max_iter = DEFAULT_MAX_ITER[method]
   if not isinstance(max_iter, int) or max_iter < 1:
     raise ValueError(f"max_iter must be an integer >= 1, got {max_iter}.")
   if not (isinstance(tol, (int, float, np.floating)) and 0 < tol < np.inf):
     raise ValueError(f"tol must be finite and > 0, got {tol}.")
-  return batch
+  return batch, method, max_iter
 
 
 def _check_key(key) -> None:
@@ -193,7 +201,7 @@ def infer_coefficients(
   init_range=(0.0, 1.0),
   max_iter=None,
   tol=DEFAULT_TOL,
-  method="fista",
+  method="auto",
 ) -> InferenceResult:
   """Infers the sparse coefficients that transport ``z0`` to ``z1``, batched.
 
@@ -245,7 +253,7 @@ def infer_coefficients(
     tol: stopping tolerance on the proximal-gradient mapping norm (for
       ``"lm"`` also on the smoothed objective's gradient norm; for
       ``"gauss_newton"`` on the minimum-norm subgradient of the objective).
-    method: ``"fista"``, ``"lm"``, ``"pgd"``, for ``d = 2``
+    method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, for ``d = 2``
       ``"gauss_newton"`` or, for ``M = 1``, ``"exact"`` (module docstring;
       ``ValueError`` for ``"exact"`` with ``M > 1`` or ``"gauss_newton"``
       with ``d != 2``).
@@ -258,10 +266,8 @@ def infer_coefficients(
     ValueError: for shapes that do not fit, a negative ``l1_weight`` (checked
       when it is concrete) or invalid solver settings.
   """
-  if max_iter is None:
-    max_iter = DEFAULT_MAX_ITER.get(method, 1)  # an unknown method: checked below
   _check_key(key)
-  batch = _check_inputs(
+  batch, method, max_iter = _check_inputs(
     psi, z0, z1, l1_weight, num_restarts, init_range, max_iter, tol, method
   )
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
@@ -288,7 +294,7 @@ def infer_coefficients(
 
 
 def infer_from_starts(
-  psi, z0, z1, *, l1_weight, starts, max_iter=None, tol=DEFAULT_TOL, method="fista"
+  psi, z0, z1, *, l1_weight, starts, max_iter=None, tol=DEFAULT_TOL, method="auto"
 ) -> InferenceResult:
   """:func:`infer_coefficients` from given starts instead of random ones.
 
@@ -306,7 +312,8 @@ def infer_from_starts(
     starts: ``[R, ..., M]``, ``...`` the pair shape (``z0``, ``z1`` and
       ``l1_weight`` broadcast to it).
     max_iter, tol: as for :func:`infer_coefficients`.
-    method: ``"fista"``, ``"lm"``, ``"pgd"`` or (``d = 2``) ``"gauss_newton"``.
+    method: ``"auto"`` (here never ``"exact"``), ``"fista"``, ``"lm"``,
+      ``"pgd"`` or (``d = 2``) ``"gauss_newton"``.
 
   Returns:
     An :class:`InferenceResult` of the best start of every pair.
@@ -315,11 +322,10 @@ def infer_from_starts(
     ValueError: as :func:`infer_coefficients`, or if ``starts`` is not
       ``[R, ..., M]``.
   """
-  if max_iter is None:
-    max_iter = DEFAULT_MAX_ITER.get(method, 1)  # an unknown method: checked below
+  num_ops, dim = check_psi(psi)
+  method = resolve(method, num_ops, dim, starts=True)
   if method in SOLVERS and not SOLVERS[method].takes_starts:
     raise ValueError(f'method="{method}" takes no starts; use infer_coefficients.')
-  num_ops = check_psi(psi)[0]
   if jnp.ndim(starts) < 2 or jnp.shape(starts)[-1] != num_ops:
     raise ValueError(
       f"starts must have shape [R, ..., M] with M={num_ops}, got "
@@ -327,7 +333,7 @@ def infer_from_starts(
     )
   batch = jnp.shape(starts)[1:-1]
   bounds = (np.zeros(batch), np.zeros(batch))
-  got = _check_inputs(
+  got, method, max_iter = _check_inputs(
     psi, z0, z1, l1_weight, len(starts), bounds, max_iter, tol, method
   )
   if got != batch:
@@ -368,7 +374,7 @@ class Solver:
   calling it solves a batch of pairs with these settings.
 
   Attributes:
-    method: ``"fista"``, ``"lm"``, ``"pgd"``, ``"gauss_newton"`` (``d = 2``)
+    method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, ``"gauss_newton"`` (``d = 2``)
       or ``"exact"`` (``M = 1``; see :func:`infer_coefficients`).
     max_iter: iterations per start; ``None`` for ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance.
@@ -376,7 +382,7 @@ class Solver:
     init_range: ``(lo, hi)`` of the first restart's uniform start.
   """
 
-  method: str = "fista"
+  method: str = "auto"
   max_iter: int | None = None
   tol: float = DEFAULT_TOL
   num_restarts: int = 1

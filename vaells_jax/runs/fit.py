@@ -37,7 +37,6 @@ FIT_POPULATION = 8
 FIT_CONFIG = Config(
   lr_psi=4e-3,
   lr_net_cooldown=0.5,
-  inference_method="gauss_newton",
   population=FIT_POPULATION,
   select_at=0.5,
   select_signal="latent_coverage",

@@ -31,7 +31,15 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-__all__ = ["METHODS", "SOLVERS", "SolverEntry", "default_max_iter", "unsuitable"]
+__all__ = [
+  "AUTO",
+  "METHODS",
+  "SOLVERS",
+  "SolverEntry",
+  "default_max_iter",
+  "resolve",
+  "unsuitable",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +79,23 @@ SOLVERS = {
     "exact:solve_exact", 20, takes_starts=False, only_ops=1, instead='"fista" or "lm"'
   ),
 }
-METHODS = tuple(SOLVERS)
+AUTO = "auto"
+METHODS = (AUTO, *SOLVERS)
+
+
+def resolve(method: str, num_ops: int, dim: int, starts: bool = False) -> str:
+  """The solver ``method`` names for ``num_ops`` operators on ``dim``-D codes:
+  itself, or for ``"auto"`` the fastest measured for that shape:
+  ``gauss_newton`` for ``d = 2`` (its closed-form 2 x 2 steps), ``exact`` for
+  one operator (a global search, 45x ``fista`` at ``d = 10``) unless the
+  solve is from given ``starts``, ``pgd`` otherwise (``fista`` with a step
+  per pair) (docs/benchmarks.md, "Which solver").
+  """
+  if method != AUTO:
+    return method
+  if dim == 2:
+    return "gauss_newton"
+  return "exact" if num_ops == 1 and not starts else "pgd"
 
 
 def default_max_iter(method: str) -> int:
@@ -83,7 +107,10 @@ def default_max_iter(method: str) -> int:
 
 def unsuitable(method: str, num_ops, dim, names=("M", "d")) -> str | None:
   """Why ``method`` cannot solve ``num_ops`` operators on ``dim``-D codes
-  (``names``: how to call the two numbers; ``None``: not checked), or None."""
+  (``names``: how to call the two numbers; ``None``: not checked), or None.
+  ``"auto"`` suits every shape."""
+  if method == AUTO:
+    return None
   entry = SOLVERS[method]
   if None not in (entry.only_ops, num_ops) and num_ops != entry.only_ops:
     return (
