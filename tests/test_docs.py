@@ -87,3 +87,101 @@ def test_relative_links_resolve(page):
     elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
       broken.append(target)
   assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+# Citations of the docs from code: a comment or docstring that names a page
+# of docs/ by its path, an anchor of it (the path, "#" and the anchor) or one
+# of its sections (the path, then a comma and the quoted heading, or the quoted
+# heading in parentheses), or a section of the README (README, then the quoted
+# heading), must name one that exists. Wrapped comments are joined first.
+CITING_FILES = sorted(
+  {
+    *ROOT.glob("vaells_jax/**/*.py"),
+    *ROOT.glob("benchmarks/*.py"),
+    *ROOT.glob("experiments/**/*.py"),
+    *ROOT.glob("tests/*.py"),
+  }
+)
+_DOC_CITATION = re.compile(
+  r"docs/([\w.-]+?\.md)(?:#([\w-]+))?"
+  r'(?:,\s*"([^"]{1,100})"|\s*\(\s*"([^"]{1,100})"\s*\))?'
+)
+_README_CITATION = re.compile(r'\bREADME(?:\.md)?(?:,\s*|\s+|\s*\(\s*)"([^"]{1,100})"')
+# A comment or docstring wrapped over lines: the next line's indentation and
+# comment sign join the two as one space.
+_LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?:#[ \t]*)?")
+_BOLD_LEAD = re.compile(r"\*\*([^*\n]+)\*\*")
+
+
+def _has_section(page: pathlib.Path, heading: str) -> bool:
+  """Whether ``page`` has a section called ``heading``: a heading whose
+  anchor is the citation's (or starts with it, for a citation that leaves
+  off a heading's parenthesis), or a bold paragraph title."""
+  slug = _slug(heading.rstrip(".:"))
+  anchors = _anchors(page)
+  if slug in anchors or any(a.startswith(slug + "-") for a in anchors):
+    return True
+  text = _ANY_BLOCK.sub("", page.read_text())
+  return slug in {_slug(m.group(1).rstrip(".:")) for m in _BOLD_LEAD.finditer(text)}
+
+
+def _doc_citations(path: pathlib.Path):
+  """``(citation, page, anchor, heading)`` for each docs citation in ``path``."""
+  text = _LINE_BREAK.sub(" ", path.read_text())
+  for m in _DOC_CITATION.finditer(text):
+    page = ROOT / "docs" / m.group(1)
+    yield m.group(0), page, m.group(2), m.group(3) or m.group(4)
+  for m in _README_CITATION.finditer(text):
+    yield m.group(0), ROOT / "README.md", None, m.group(1)
+
+
+def test_code_cites_docs_that_exist():
+  assert CITING_FILES, "no source files found"
+  broken = []
+  for path in CITING_FILES:
+    for citation, page, anchor, heading in _doc_citations(path):
+      where = f"{path.relative_to(ROOT)}: {citation!r}"
+      if not page.exists():
+        broken.append(f"{where} (no page {page.relative_to(ROOT)})")
+      elif anchor and anchor not in _anchors(page):
+        broken.append(f"{where} (no anchor #{anchor})")
+      elif heading and not _has_section(page, heading):
+        broken.append(f"{where} (no section {heading!r})")
+  assert not broken, "citations of missing docs:\n" + "\n".join(broken)
+
+
+def test_citation_patterns():
+  """The citation forms the scan above recognises, on made-up text (built
+  from pieces, so that this file does not cite pages that do not exist)."""
+  docs, readme = "docs" + "/", "READ" + "ME"
+  text = _LINE_BREAK.sub(
+    " ",
+    f'# see {docs}a.md, "Two\n  # words" and {docs}b.md#c-d, {docs}e.md ("F")\n'
+    f'# {docs}g.md and {readme} "H", not ROOT / "{readme}.md", "x"',
+  )
+  found = [
+    (m.group(1), m.group(2), m.group(3) or m.group(4))
+    for m in _DOC_CITATION.finditer(text)
+  ]
+  assert found == [
+    ("a.md", None, "Two words"),
+    ("b.md", "c-d", None),
+    ("e.md", None, "F"),
+    ("g.md", None, None),
+  ]
+  assert [m.group(1) for m in _README_CITATION.finditer(text)] == ["H"]
+
+
+# Reference pages, each short enough to read: at most 20 KiB.
+DOCS_PAGE_MAX_BYTES = 20 * 1024
+
+
+@pytest.mark.parametrize(
+  "page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_docs_page_is_at_most_20_kib(page):
+  size = page.stat().st_size
+  assert size <= DOCS_PAGE_MAX_BYTES, (
+    f"{page.relative_to(ROOT)} is {size} bytes; keep each docs page <= "
+    f"{DOCS_PAGE_MAX_BYTES} and split it into pages by subject"
+  )

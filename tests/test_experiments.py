@@ -225,7 +225,7 @@ def test_concentric_step_ends_as_low_as_the_original_method():
 
 def test_concentric_inference_loop_stays_at_61_operations_per_iteration():
   """At a training step's 120 pairs the inference loop costs per XLA
-  operation (docs/benchmarks.md); the concentric solver's (gauss_newton)
+  operation (docs/benchmarks-solvers.md); the concentric solver's (gauss_newton)
   body is 61 of them, pgd's 50."""
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import loop_ops

@@ -15,9 +15,9 @@ from vaells_jax.config import Config
 # and on 2 of the fresh seeds 100-109. 8 draws trained together for the
 # first half of the steps, the one whose dominant operator's orbits pass the
 # most of its class's encodings (latent_coverage, no ground truth) kept,
-# learned them on 20 of 20 fresh seeds (100-119); selected at a quarter of
+# learned them on 40 of 40 fresh seeds (100-139); selected at a quarter of
 # the steps on 18 of 20: on seeds 102 and 104 no draw had begun to rotate by
-# then (docs/experiments.md, "Population training").
+# then (docs/population.md, "Concentric circles: the default").
 POPULATION = 8
 
 

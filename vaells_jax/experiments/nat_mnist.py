@@ -23,7 +23,7 @@ def get_config(budget: str = "paper") -> Config:
     # as low as the original on 98% of those pairs (fista: 14%)
     # (docs/benchmarks.md, "Whole training steps"). At the CPU budget, seed
     # 0, it trained to the same MSE and class consistency as fista with a
-    # higher log-likelihood (docs/experiments.md, "MNIST experiments").
+    # higher log-likelihood (docs/experiments-nat-mnist.md, "The CPU budget").
     inference_method="pgd",
   )
   # cpu: 400 alternating steps (100 network, 300 Psi) after the warm-up, a

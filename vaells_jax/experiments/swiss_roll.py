@@ -14,13 +14,15 @@ seeds 120-139. With 8 members (and
 on 3 of them; with 16 every seed has one. Damped Gauss-Newton
 (``gauss_newton``) solves the step's pairs as low as the original method
 (150 of 150 at step 1000) in about half the time of ``pgd``. Success
-rates: docs/experiments.md, "Population training";
+rates: docs/population-swiss-roll.md, "Eight members" and "Sixteen members,
+kept by both radii: the default";
 ``--config.population=1`` is a single run.
 """
 
 from vaells_jax.config import Config
 
-# docs/experiments.md, "Population training" (the swiss roll).
+# docs/population-swiss-roll.md, "Sixteen members, kept by both radii: the
+# default".
 POPULATION = 16
 
 

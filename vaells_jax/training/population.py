@@ -121,7 +121,8 @@ def make_population_step(
   (:func:`member_devices`). On a CPU, XLA runs one program's loops on one
   core; ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before jax
   starts makes N CPU devices, one per core (``experiments/run.py`` sets it):
-  8 concentric members 8.3 -> 5.8 ms a step on 2 cores. The split program
+  8 concentric members 15.1 -> 8.0 ms a step on 2 cores, 11.5 ms in 2
+  groups from threads (``benchmarks/population_step.py``). The split program
   rounds differently from the one-device one (``tests/test_parallel.py``).
 
   ``groups``: on one device, the members are stepped as this many groups,

@@ -76,7 +76,7 @@ def run_blocks(iterate, state, max_iter: int, block: int, pairs):
   (:func:`compacted_sizes`), which goes on, and is scattered back at the
   end. Each pair's iterations are elementwise, so the results do not
   change (``tests/test_pgd.py``; on a training step's real pairs the same
-  to the bit, docs/benchmarks.md).
+  to the bit, docs/benchmarks-solvers.md).
   """
 
   def loop(start, state, pairs, running):
