@@ -8,7 +8,7 @@ config's ``inference_tol = 1e-9``), solved by:
 * ``exact``: ``method="exact"`` (:mod:`vaells_jax.core.solvers.exact`), 20 refinement
   steps;
 * ``fista`` and ``lm``: the jaxopt solvers with 100 iterations, one start;
-* ``scipy_cg``: the original code's CG (:mod:`vaells_jax.core.reference`) from
+* ``scipy_cg``: the original code's CG (:mod:`scipy_reference`) from
   the jaxopt solvers' starts, on a subset of the pairs, its time scaled to 352.
 
 Two operators: ``rotation`` (a rotation-like skew ``psi``, ``||psi||_F = 0.5``,
@@ -39,10 +39,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
+from scipy_reference import original_cg_pairs
 
 from vaells_jax import infer_coefficients
 from vaells_jax.core.inference import solver_starts
-from vaells_jax.core.reference import original_cg_pairs
 
 BATCH, ANCHORS, DIM, L1 = 32, 10, 10, 1e-6
 ITERATIONS, TOL = 100, 1e-9

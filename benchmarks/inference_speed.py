@@ -13,7 +13,7 @@ and in one run:
 * ``cg_default_tol``: scipy CG at its default tolerance, NOT the original's
   setting: a per-pair, per-restart loop of ``scipy.optimize.minimize(
   method="CG", options={"maxiter": 50})`` with ``gtol=1e-5``
-  (:func:`vaells_jax.core.reference.default_tol_cg_pairs`), from the starts the
+  (:func:`scipy_reference.default_tol_cg_pairs`), from the starts the
   batched solver drew (:func:`vaells_jax.core.inference.solver_starts`). It
   stops after a few iterations where the original's ``tol=10^-7`` (= -13)
   runs to 50 or a failed line search, so it is cheaper than the original and
@@ -49,11 +49,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy_reference import default_tol_cg_pairs
 
 import vaells_jax
 from vaells_jax import infer_coefficients, transport
 from vaells_jax.core.inference import solver_starts
-from vaells_jax.core.reference import default_tol_cg_pairs
 
 
 class Case(NamedTuple):

@@ -9,7 +9,7 @@ already 1).
 
 * :func:`original_step_coefficients`: a drop-in for
   :func:`vaells_jax.models.vaells.infer_step_coefficients` that runs the
-  original method (:func:`vaells_jax.core.reference.original_step_inference`:
+  original method (:func:`scipy_reference.original_step_inference`:
   per pair, anchor and restart, scipy CG with ``tol=10^-7``, 50 iterations,
   the original's start ranges and gradient) on the host through
   ``jax.pure_callback``;
@@ -45,13 +45,14 @@ import numpy as np  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vaells_jax.api import DATA_NAME  # noqa: E402
-from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
-from vaells_jax.core.inference import InferenceResult  # noqa: E402
-from vaells_jax.core.reference import (  # noqa: E402
+from scipy_reference import (  # noqa: E402
   ORIGINAL_MAX_ITER,
   original_step_inference,
 )
+
+from vaells_jax.api import DATA_NAME  # noqa: E402
+from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
+from vaells_jax.core.inference import InferenceResult  # noqa: E402
 from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
 from vaells_jax.experiments import make_data  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402

@@ -7,7 +7,7 @@ anchors and ``z``: :func:`original_method.capture_step_pairs`) and solves them
 
 * ``vaells_jax``: :func:`vaells_jax.models.vaells.infer_step_coefficients`,
   jitted, as the step calls it (its config's solver, starts and restarts);
-* ``original``: the original method (:func:`vaells_jax.core.reference.
+* ``original``: the original method (:func:`scipy_reference.
   original_step_inference`): per pair, anchor and restart, scipy CG with
   ``tol=10^-7`` (= -13, never met), 50 iterations, its eigendecomposition
   gradient, posterior starts U[0, 1] (one), prior restart ``r`` from
@@ -21,7 +21,7 @@ otherwise, e.g. the paper's 100 inference iterations).
 
 Timing: the two alternate, ``--repeats`` times each (min and median); compile
 time apart. Quality: every pair's objective recomputed in float64
-(:func:`vaells_jax.core.reference.transport_objective`) at each method's
+(:func:`scipy_reference.transport_objective`) at each method's
 coefficients (prior pairs: the best restart); the fraction of pairs where
 ours <= original's (1 + 1e-6) + 1e-12, and the median of ours / original's.
 The same fraction for the original method run once more with other starts
@@ -48,13 +48,13 @@ import original_method as om  # first: pins BLAS threads before NumPy loads
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-
-from vaells_jax.api import DATA_NAME  # noqa: E402
-from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
-from vaells_jax.core.reference import (  # noqa: E402
+from scipy_reference import (  # noqa: E402
   original_step_inference,
   transport_objective,
 )
+
+from vaells_jax.api import DATA_NAME  # noqa: E402
+from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
 from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402

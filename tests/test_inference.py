@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from scipy_reference import default_tol_cg_pairs
 
 from vaells_jax import infer_coefficients, inference_objective
 from vaells_jax.core.inference import DEFAULT_MAX_ITER, solver_starts
-from vaells_jax.core.reference import default_tol_cg_pairs
 from vaells_jax.core.solvers import resolve
 
 # Rotation problem: restarts r = 0..3 start in [-3.5 + 1.75 r, -1.75 + 1.75 r),

@@ -12,14 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
-
-from vaells_jax import infer_coefficients, inference_objective
-from vaells_jax.core.inference import solver_starts
-from vaells_jax.core.reference import (
+from scipy_reference import (
   frechet_gradient,
   original_cg_pairs,
   transport_objective,
 )
+
+from vaells_jax import infer_coefficients, inference_objective
+from vaells_jax.core.inference import solver_starts
 from vaells_jax.core.solvers import columns, pairs, pgd
 from vaells_jax.core.solvers.gauss_newton import solve_gauss_newton
 

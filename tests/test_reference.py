@@ -1,4 +1,4 @@
-"""Tests of ``vaells_jax.core.reference``: the original method of inference.
+"""Tests of ``benchmarks/scipy_reference.py``: the original method of inference.
 
 The original (``trans_opt_objectives.py`` of the VAELLS research code) runs
 ``scipy.optimize.minimize(method="CG", options={"maxiter": 50}, tol=10^-7)``
@@ -14,8 +14,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import scipy.linalg
-
-from vaells_jax.core import reference
+import scipy_reference as reference
 
 
 def _pairs(seed, num_pairs, dim, num_ops, noise=0.01):

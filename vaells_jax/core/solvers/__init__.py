@@ -13,7 +13,7 @@ pair's best start. A solver without starts (``exact``) is
 converged [N], num_iter [N])``.
 
 Adding a solver: a module here with its ``solve`` function (tests against
-``core/reference.py``'s scipy solution, as ``tests/test_pgd.py`` does), and
+``benchmarks/scipy_reference.py``'s scipy solution, as ``tests/test_pgd.py`` does), and
 one :class:`SolverEntry` in :data:`SOLVERS`; ``Config`` and
 ``infer_coefficients`` then accept its name. This module imports no JAX
 (``vaells_jax.config`` validates against it); the solver modules load on
