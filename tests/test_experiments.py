@@ -323,6 +323,27 @@ def test_exact_inference_benchmark_quick_mode():
       assert r["max_excess"] < 1e-9
 
 
+def test_population_members_benchmark(concentric_run, tmp_path):
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import population_members
+
+  workdir, _ = concentric_run  # 8 members, selected at step 3
+  out = tmp_path / "members.json"
+  runs = population_members.main(
+    [str(workdir), "--experiment=concentric", f"--out={out}"]
+  )
+  (run,) = runs.values()
+  selection = json.loads((workdir / "population" / "selection.json").read_text())
+  assert run["selected_member"] == selection["selected_member"]
+  assert len(run["members"]) == 8
+  for k, member in enumerate(run["members"]):
+    assert 0 <= member["orbit_coverage"] <= 1 and isinstance(member["success"], bool)
+    assert (
+      member["signals"]["latent_coverage"] == selection["signals"]["latent_coverage"][k]
+    )
+  assert json.loads(out.read_text()) == json.loads(json.dumps(runs))
+
+
 def test_operator_benchmarks(concentric_run, tmp_path):
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import operator_drift

@@ -1,0 +1,89 @@
+"""Every member of finished population runs, scored on the ground truth.
+
+``python benchmarks/population_members.py WORKDIR [WORKDIR ...] --out=FILE``
+
+For each workdir of a synthetic experiment's run with ``config.population >
+1`` (e.g. ``python experiments/run.py --exp=swiss_roll --config.seed=131
+--workdir=WORKDIR``), restores the population at its selection step and
+scores each member as the run's own evaluation scores the kept one
+(``learned_structure``: orbit coverage of the strongest operator, decoded
+prior samples' distance in noise levels, success), beside the selection
+signals the run chose by. Tells a failed run whose population held members
+that learned (the signal chose wrong) from one whose members all failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+
+from vaells_jax.api import TrainedVAELLS  # noqa: E402
+from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
+from vaells_jax.evaluation.synthetic_report import (  # noqa: E402
+  eval_keys,
+  learned_structure,
+)
+from vaells_jax.experiments import make_data  # noqa: E402
+from vaells_jax.training import population  # noqa: E402
+from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
+
+
+def score_members(workdir: pathlib.Path, experiment: str) -> dict:
+  """The selection and every member's ground-truth scores of one run."""
+  config = config_from_json(workdir / CONFIG_NAME)
+  data = make_data(experiment, config, None)
+  step = population.selection_step(config)
+  pop_dir = workdir / population.POPULATION_DIR
+  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
+  state = restore_checkpoint(pop_dir, start, step=step)
+  selection = json.loads((pop_dir / population.SELECTION_NAME).read_text())
+  members = []
+  for k in range(config.population):
+    trained = TrainedVAELLS(config, population.member(state, k).params, data)
+    scores = learned_structure(trained, eval_keys(config.seed)[0])
+    signals = {name: values[k] for name, values in selection["signals"].items()}
+    members.append({**scores, "signals": signals})
+  return {
+    "seed": config.seed,
+    "signal": selection["signal"],
+    "selected_member": selection["selected_member"],
+    "members": members,
+  }
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("workdirs", nargs="+", type=pathlib.Path)
+  parser.add_argument("--experiment", default="swiss_roll")
+  parser.add_argument("--out", type=pathlib.Path, help="write the results here")
+  args = parser.parse_args(argv)
+  runs = {}
+  for workdir in args.workdirs:
+    run = runs[workdir.name] = score_members(workdir, args.experiment)
+    signal = run["signal"]
+    learned = [k for k, m in enumerate(run["members"]) if m["success"]]
+    print(
+      f"{workdir.name} (seed {run['seed']}): kept member {run['selected_member']}; "
+      f"members that learned: {learned or 'none'}"
+    )
+    ranked = sorted(enumerate(run["members"]), key=lambda km: -km[1]["signals"][signal])
+    for k, m in ranked:
+      print(
+        f"  member {k:2d}  {signal} {m['signals'][signal]:.3f}  orbit coverage "
+        f"{m['orbit_coverage']:.2f}  samples {m['sample_manifold_distance']:5.1f}"
+        f"  {'learned' if m['success'] else ''}"
+      )
+  if args.out:
+    args.out.write_text(json.dumps(runs, indent=1))
+  return runs
+
+
+if __name__ == "__main__":
+  main()
