@@ -197,13 +197,15 @@ def test_auc_and_study_summary():
 
 
 @pytest.mark.whole_run
-def test_population_run_selects_continues_and_loads_the_winner(tmp_path):
+@pytest.mark.parametrize("select_at", [0.5, 1.0])  # 1.0: kept at the end
+def test_population_run_selects_continues_and_loads_the_winner(tmp_path, select_at):
   lines = []
-  trained, summary = train_and_evaluate(SMALL, DATA, tmp_path, log=lines.append)
+  config = dataclasses.replace(SMALL, select_at=select_at)
+  trained, summary = train_and_evaluate(config, DATA, tmp_path, log=lines.append)
   selection = json.loads((tmp_path / "population" / "selection.json").read_text())
   winner = selection["selected_member"]
   assert summary["population"]["selected_member"] == winner
-  assert summary["population"]["select_step"] == 4
+  assert summary["population"]["select_step"] == round(select_at * SMALL.num_steps)
   signals = selection["signals"]
   assert set(signals) >= {"latent_coverage", "psi_rejected", "loss"}
   np.testing.assert_allclose(

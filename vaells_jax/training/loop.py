@@ -382,6 +382,8 @@ def train_loop(
           save(state)
         else:
           log(f"step {done}: checkpoint skipped while steps are failing")
+  if not found and first_step >= config.num_steps:
+    save(state)  # nothing to train (a population kept at its last step)
   train_time = time.perf_counter() - start - compile_time
   return host_local(state), {
     "steps": config.num_steps,
