@@ -15,8 +15,10 @@ import scipy.linalg
 from scipy_reference import default_tol_cg_pairs
 
 from vaells_jax import infer_coefficients, inference_objective
+from vaells_jax.config import Config
 from vaells_jax.core.inference import DEFAULT_MAX_ITER, solver_starts
 from vaells_jax.core.solvers import resolve
+from vaells_jax.models.vaells import solvers
 
 # Rotation problem: restarts r = 0..3 start in [-3.5 + 1.75 r, -1.75 + 1.75 r),
 # which together cover [-3.5, 3.5). Twelve angles, so that the [3, 4]
@@ -606,6 +608,9 @@ def test_auto_picks_the_solver_for_the_shape():
   assert resolve("auto", 1, 10, starts=True) == "pgd"  # exact takes no starts
   assert resolve("auto", 4, 6) == "pgd"
   assert resolve("lm", 1, 10) == "lm"
+  # A model's solvers carry the resolved name (the evaluation branches on it).
+  assert solvers(Config(num_ops=1, latent_dim=3)).prior.method == "exact"
+  assert solvers(Config()).posterior.method == "gauss_newton"
   rng = np.random.default_rng(0)
   for num_ops, dim in ((1, 3), (2, 3)):
     psi = 0.3 * rng.normal(size=(num_ops, dim, dim)).astype(np.float32)

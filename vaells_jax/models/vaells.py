@@ -28,6 +28,7 @@ from vaells_jax.core.objective import (
   prior_log_density,
   reconstruction_error,
 )
+from vaells_jax.core.solvers import resolve
 from vaells_jax.core.transport import transport
 from vaells_jax.data.augment import randomly_rotated, rotated_copies
 from vaells_jax.models.networks import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
@@ -80,10 +81,11 @@ def solvers(config: Config) -> StepSolvers:
 
   Both share the method, iterations and tolerance; they differ in their starts
   (``posterior_restarts`` from ``posterior_init_range``, ``num_restarts`` from
-  ``init_range``).
+  ``init_range``); ``"auto"`` is resolved for the config's shape, so
+  ``method`` names the solver that runs.
   """
   shared = dict(
-    method=config.inference_method,
+    method=resolve(config.inference_method, config.num_ops, config.latent_dim),
     max_iter=config.inference_max_iter,
     tol=config.inference_tol,
   )
