@@ -180,13 +180,18 @@ def claim_cores(population: int) -> str | None:
   from jax._src import xla_bridge
 
   if xla_bridge.backends_are_initialized():
-    if jax.default_backend() != "cpu" or len(member_devices(population)) >= count:
+    used = len(member_devices(population))
+    if jax.default_backend() != "cpu" or used >= count:
       return None
+    where = (
+      f"are split over {used} devices"
+      if used > 1
+      else f"run on one device, in {count} groups from {count} threads"
+    )
     return (
-      f"the population's {population} members run on one device, in {count} "
-      f"groups from {count} threads: jax had started before training, so the "
-      f"CPU cores could not be given devices, which is faster (call "
-      f"vaells_jax.fit before any other jax computation, or set "
+      f"the population's {population} members {where}: jax had started "
+      f"before training, so the cores could not be given {count} devices "
+      f"(faster: call vaells_jax.fit before any other jax computation, or set "
       f"XLA_FLAGS=--xla_force_host_platform_device_count={count})"
     )
   if (
@@ -219,8 +224,9 @@ class MemberGroups:
 
   XLA runs a CPU program's loops on one core, and one device's programs
   launched from one thread run one after another; launched from several
-  threads they run at the same time, on as many cores. Each member's
-  arithmetic is the same as in the whole population's program.
+  threads they run at the same time, on as many cores. Each member is
+  stepped as in the whole population's program, to rounding
+  (``tests/test_population.py``).
   """
 
   def __init__(self, program, groups: int):
