@@ -82,3 +82,19 @@ def full_mnist_dir() -> pathlib.Path:
   if not os.environ.get("VAELLS_MNIST_DIR"):
     pytest.skip("needs the full MNIST test set: set VAELLS_MNIST_DIR")
   return mnist_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_data():
+  """The shared tiny concentric data set (``tests/tiny.py``)."""
+  from tiny import TINY_DATA
+
+  return TINY_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+  """The shared configuration of a run that trains in seconds."""
+  from tiny import TINY
+
+  return TINY

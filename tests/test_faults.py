@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import TINY
 
 from vaells_jax import expm_small, infer_coefficients, load, transport, transport_path
 from vaells_jax.config import Config, config_from_json
@@ -40,19 +41,12 @@ from vaells_jax.training.step import init_state
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
 from vaells_jax import cli as run_cli  # noqa: E402
 
 DATA = make_concentric(seed=0)  # the command line's data: resumable by it
 N = len(DATA.x_train)
-SMALL = Config(
-  num_steps=12,
-  batch_size=8,
-  hidden=(16,),
-  num_ops=2,
-  inference_max_iter=10,
-  log_every=4,
-  checkpoint_every=4,
-)
+SMALL = TINY
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,23 +11,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import TINY, TINY_DATA
 
 from vaells_jax import api
-from vaells_jax.config import Config
-from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.runs.runner import train_and_evaluate
 from vaells_jax.runs.sensitivity import auc, summarise_study
 from vaells_jax.training import population
 from vaells_jax.training.step import init_state
 
-DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
-SMALL = Config(
+DATA = TINY_DATA
+SMALL = dataclasses.replace(
+  TINY,
   num_steps=8,
-  batch_size=8,
-  hidden=(16,),
-  num_ops=2,
-  inference_max_iter=10,
-  log_every=4,
   checkpoint_every=100,
   population=3,
   select_at=0.5,

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 import psutil
 import pytest
+from tiny import TINY, TINY_DATA
 
 from vaells_jax.config import Config
-from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.models.vaells import Model
 from vaells_jax.runs import runner
 from vaells_jax.training.checkpoint import (
@@ -39,18 +39,10 @@ from vaells_jax.training.step import init_state, make_train_step
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
 from vaells_jax import cli as run_cli  # noqa: E402
 
-DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
-SMALL = Config(
-  num_steps=12,
-  batch_size=8,
-  hidden=(16,),
-  num_ops=2,
-  inference_max_iter=10,
-  log_every=4,
-  checkpoint_every=4,
-)
+DATA, SMALL = TINY_DATA, TINY
 # Small and fast, for command-line runs of the concentric experiment.
 FAST_FLAGS = (
   "--config.hidden=(16,)",

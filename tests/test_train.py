@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import TINY_DATA
 
 from vaells_jax.config import INFERENCE_METHODS, Config, override
 from vaells_jax.core import inference
-from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.models.vaells import Model, infer_step_coefficients
 from vaells_jax.training.step import (
   init_state,
@@ -20,7 +20,7 @@ from vaells_jax.training.step import (
   train_step_fn,
 )
 
-DATA = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
+DATA = TINY_DATA
 BASE = Config(
   num_steps=10,
   batch_size=8,
