@@ -79,15 +79,21 @@ def test_population_step_equals_each_member_stepped_alone(vectorize):
     np.testing.assert_allclose(metrics["loss"][k], alone_metrics["loss"], rtol=1e-5)
 
 
-def test_member_groups_from_threads_step_as_the_whole_population():
+def test_member_groups_from_threads_step_as_the_whole_population(
+  tiny_config, tiny_data
+):
   # On one CPU device the members run as groups, one host thread each, so a
   # process whose jax started with one device still uses its cores.
-  config = dataclasses.replace(SMALL, population=4, warmup_steps=0)
-  pop = population.init_population(jax.random.PRNGKey(0), config, DATA)
+  config = dataclasses.replace(tiny_config, population=4, warmup_steps=0)
+  pop = population.init_population(jax.random.PRNGKey(0), config, tiny_data)
   results = []
   for groups in (1, 2, 4):
     step = population.make_population_step(
-      config, DATA.data_dim, vectorize=False, devices=jax.devices()[:1], groups=groups
+      config,
+      tiny_data.data_dim,
+      vectorize=False,
+      devices=jax.devices()[:1],
+      groups=groups,
     )
     state, metrics = step(pop, BATCH, jax.random.PRNGKey(5))
     state, metrics = step(state, BATCH, jax.random.PRNGKey(6))
