@@ -482,14 +482,12 @@ def _cores_for_members(population: int) -> None:
   divide the population), over which the population step splits its members
   (``vaells_jax.training.population.member_devices``). An ``XLA_FLAGS`` that
   sets the device count is left as it is. Called before jax starts."""
+  from vaells_jax.training.population import core_count  # imports jax, unstarted
+
   flags = os.environ.get("XLA_FLAGS", "")
   if population < 2 or "xla_force_host_platform_device_count" in flags:
     return
-  if hasattr(os, "sched_getaffinity"):
-    cores = len(os.sched_getaffinity(0))
-  else:
-    cores = os.cpu_count() or 1
-  count = max(n for n in range(1, min(cores, population) + 1) if population % n == 0)
+  count = core_count(population)
   if count > 1:
     os.environ["XLA_FLAGS"] = (
       f"{flags} --xla_force_host_platform_device_count={count}".strip()

@@ -214,7 +214,10 @@ def member_groups(population: int) -> int:
 def core_count(population: int) -> int:
   """The most of this process's CPU cores over which ``population`` members
   split evenly."""
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+  if hasattr(os, "sched_getaffinity"):
+    cores = len(os.sched_getaffinity(0))
+  else:
+    cores = os.cpu_count() or 1
   return max(n for n in range(1, min(cores, population) + 1) if population % n == 0)
 
 
