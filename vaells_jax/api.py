@@ -27,12 +27,18 @@ from vaells_jax.evaluation.likelihood import importance_log_likelihood, iwae_bou
 from vaells_jax.models.vaells import Model
 from vaells_jax.training.baseline_step import (
   create_baseline,
+  describe_baseline,
   init_baseline_state,
   make_baseline_step,
 )
 from vaells_jax.training.checkpoint import restore_checkpoint
-from vaells_jax.training.guards import run_identity
-from vaells_jax.training.step import init_state, make_vaells_step
+from vaells_jax.training.guards import likely_cause, run_identity
+from vaells_jax.training.step import (
+  describe_vaells,
+  diagnose_vaells,
+  init_state,
+  make_vaells_step,
+)
 
 __all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
 
@@ -329,12 +335,16 @@ class ModelEntry(NamedTuple):
       ``step(state, batch, key) -> (state, metrics)``.
     trained: ``(config, state, data) -> trained model``.
     summary: ``state -> dict`` of the model's own training counters.
+    describe: ``metrics -> str``, the metrics of a training log line.
+    diagnose: ``(state, config) -> str``, the likely cause of a diverged run.
   """
 
   init: Callable[[Any, Config, SyntheticData], Any]
   make_step: Callable[[Config, int, Any], Callable]
   trained: Callable[[Config, Any, SyntheticData], Any]
   summary: Callable[[Any], dict]
+  describe: Callable[[dict], str]
+  diagnose: Callable[[Any, Config], str]
 
 
 _VAELLS = ModelEntry(
@@ -346,12 +356,16 @@ _VAELLS = ModelEntry(
     psi_attempted_steps=int(state.psi_attempted),
     final_lr_psi=float(state.lr_psi),
   ),
+  describe=describe_vaells,
+  diagnose=diagnose_vaells,
 )
 _BASELINE = ModelEntry(
   init=lambda key, config, data: init_baseline_state(key, config, data.x_train),
   make_step=make_baseline_step,
   trained=lambda config, state, data: TrainedBaseline(config, state.params, data),
   summary=lambda state: {},
+  describe=describe_baseline,
+  diagnose=likely_cause,
 )
 MODELS = {
   "vaells": _VAELLS,

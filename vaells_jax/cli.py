@@ -354,30 +354,20 @@ def study(args, config, workdir) -> None:
 def single(args, config, workdir) -> None:
   """One run of ``args.exp``: trains, evaluates and prints the summary."""
   from vaells_jax.runs.progress import Progress
-  from vaells_jax.runs.runner import train_and_evaluate, validate_run
+  from vaells_jax.runs.runner import execute, plan_run
   from vaells_jax.training.distributed import is_main  # slow imports (jax)
 
   data = make_data(args.exp, config, args.data_dir)
-  validate_run(config, data, workdir, args.resume, args.overwrite)
+  plan = plan_run(config, data, workdir, args.resume, args.overwrite)
   if not is_main():  # another process of a run across processes: silent
-    train_and_evaluate(
-      config, data, workdir, resume=args.resume, overwrite=args.overwrite
-    )
+    execute(plan)
     return
   print(
     f"{args.exp} ({config.model}): {config.num_steps} steps, workdir {workdir}",
     flush=True,
   )
   with Progress() as progress:
-    _, summary = train_and_evaluate(
-      config,
-      data,
-      workdir,
-      log=progress.log,
-      resume=args.resume,
-      overwrite=args.overwrite,
-      progress=progress.step,
-    )
+    _, summary = execute(plan, log=progress.log, progress=progress.step)
   keys = (
     "steps",
     "wall_time_s",

@@ -1,9 +1,11 @@
 """One run, end to end: ``train_and_evaluate(config, data, workdir)``.
 
-Validates everything first, trains ``config.model`` (looked up in
-:data:`vaells_jax.api.MODELS`) with :func:`vaells_jax.training.loop.train_loop`,
-then evaluates it with the report of its data (images or synthetic
-manifolds) and writes ``summary.json``.
+:func:`plan_run` checks everything once (the data, the workdir, a resumed
+run's configuration, data and checkpoint digests) and returns a
+:class:`RunPlan`; :func:`execute` follows it: trains ``config.model`` (looked
+up in :data:`vaells_jax.api.MODELS`) with
+:func:`vaells_jax.training.loop.train_loop`, then evaluates it with the report
+of its data (images or synthetic manifolds) and writes ``summary.json``.
 """
 
 from __future__ import annotations
@@ -42,15 +44,17 @@ from vaells_jax.training.guards import (
 from vaells_jax.training.step import first_psi_step
 
 __all__ = [
+  "RunPlan",
   "STRUCTURE_METRICS",
   "TrainingDiverged",
   "TrainingInterrupted",
   "WorkdirInUse",
   "check_data",
+  "execute",
+  "plan_run",
   "short_run_warning",
   "train_run",
   "train_and_evaluate",
-  "validate_run",
 ]
 
 # Metrics that measure the learned operators Psi (orbits, paths, samples moved
@@ -97,13 +101,21 @@ def train_run(
   log=print,
   resume: bool = False,
   progress=None,
+  checked: bool = False,
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train_loop`), or a
   population of VAELLS members and its best (``config.population > 1``,
-  :func:`vaells_jax.training.population.train_population`)."""
+  :func:`vaells_jax.training.population.train_population`). ``checked``: a
+  :class:`RunPlan` has checked the data, workdir and checkpoints."""
   if config.population > 1:
     return population.train_population(
-      config, data, workdir, log=log, resume=resume, progress=progress
+      config,
+      data,
+      workdir,
+      log=log,
+      resume=resume,
+      progress=progress,
+      checked=checked,
     )
   entry = MODELS[config.model]
   return loop.train_loop(
@@ -115,6 +127,9 @@ def train_run(
     log=log,
     resume=resume,
     progress=progress,
+    describe=entry.describe,
+    diagnose=entry.diagnose,
+    checked=checked,
   )
 
 
@@ -130,17 +145,45 @@ def _may_change_on_resume(name: str, config: Config) -> bool:
   return name in _RESUMABLE_CHANGES
 
 
-def validate_run(
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+  """A run that :func:`plan_run` has checked, for :func:`execute` to follow.
+
+  Attributes:
+    config, data, workdir, resume, overwrite: as given to :func:`plan_run`.
+    found: the checkpoint steps of the run and of its population when
+      checked; :func:`execute` checks again only if they changed.
+  """
+
+  config: Config
+  data: SyntheticData
+  workdir: pathlib.Path
+  resume: bool
+  overwrite: bool
+  found: tuple
+
+
+def _found(workdir: pathlib.Path) -> tuple:
+  return (
+    tuple(saved_steps(workdir)),
+    tuple(saved_steps(workdir / population.POPULATION_DIR)),
+  )
+
+
+def plan_run(
   config: Config,
   data: SyntheticData,
   workdir,
   resume: bool = False,
   overwrite: bool = False,
-) -> None:
-  """Checks everything :func:`train_and_evaluate` checks before it writes.
+) -> RunPlan:
+  """Checks everything about a run before anything is written, once.
 
-  In a run across processes only process 0 owns ``workdir``; the others
-  check only the data.
+  The data against ``config``; the workdir; and when resuming, that the
+  saved run has the same configuration and data and that the checkpoints it
+  resumes from (its own, or its population's) pass their checksums. Training
+  then skips these checks (:func:`execute`). In a run across processes only
+  process 0 owns ``workdir``; the others check only the data.
 
   Raises:
     ValueError: for data that do not fit ``config``, a ``workdir`` that
@@ -153,10 +196,10 @@ def validate_run(
   """
   check_data(config, data)
   if not is_main():
-    return
+    return RunPlan(config, data, pathlib.Path(workdir), resume, overwrite, ((), ()))
   workdir = check_workdir(workdir)
-  steps = saved_steps(workdir)
-  population_steps = saved_steps(workdir / population.POPULATION_DIR)
+  found = _found(workdir)
+  steps, population_steps = found
   if resume:
     if not (workdir / CONFIG_NAME).exists():
       raise ValueError(
@@ -190,10 +233,13 @@ def validate_run(
         f"config.num_steps={config.num_steps} is below the run's checkpoint at "
         f"step {steps[-1]}; resume with num_steps >= {steps[-1]}."
       )
+    identity = run_identity(config, data)
     if steps:
-      verify_checkpoint(
-        workdir, (checkpoint_steps(workdir) or steps)[-1], run_identity(config, data)
-      )
+      verify_checkpoint(workdir, (checkpoint_steps(workdir) or steps)[-1], identity)
+    elif population_steps:
+      pop_dir = workdir / population.POPULATION_DIR
+      last = (checkpoint_steps(pop_dir) or population_steps)[-1]
+      verify_checkpoint(pop_dir, last, identity)
   elif (steps or population_steps) and not overwrite:
     raise ValueError(
       f"{workdir} already holds a run (checkpoints at steps "
@@ -201,6 +247,7 @@ def validate_run(
       "(--resume, resume=True), start it over (--overwrite, overwrite=True), or "
       "choose another folder (--workdir=DIR)."
     )
+  return RunPlan(config, data, workdir, resume, overwrite, found)
 
 
 def train_and_evaluate(
@@ -241,47 +288,56 @@ def train_and_evaluate(
   return the trained model with ``info`` as the summary.
 
   Raises:
-    ValueError, CheckpointError: as :func:`validate_run`; ``WorkdirInUse``
+    ValueError, CheckpointError: as :func:`plan_run`; ``WorkdirInUse``
       (a ``ValueError``) while another live process runs in ``workdir``
       (an exclusive ``fcntl.flock`` on ``WORKDIR/.lock``, held until this
       returns and released by the kernel if the process dies).
     TrainingDiverged, TrainingInterrupted: from
       :func:`vaells_jax.training.loop.train_loop`.
   """
+  plan = plan_run(config, data, workdir, resume, overwrite)
+  return execute(plan, log=log, progress=progress, input_map=input_map)
+
+
+def execute(
+  plan: RunPlan, log=print, progress=None, input_map: InputMap | None = None
+) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
+  """Trains and evaluates the run ``plan`` describes (:func:`train_and_evaluate`,
+  whose arguments these are), without checking again what :func:`plan_run`
+  checked: only if the workdir's checkpoints changed since (another run
+  wrote there) is the run planned again, under the workdir's lock."""
   start = time.perf_counter()
-  cores = population.claim_cores(config.population)
-  validate_run(config, data, workdir, resume, overwrite)
+  cores = population.claim_cores(plan.config.population)
   if cores:
     log(f"note: {cores}")
   if not is_main():
-    return _train_along(config, data, workdir, resume)
-  workdir = pathlib.Path(workdir)
-  warning = short_run_warning(config)
+    return _train_along(plan)
+  warning = short_run_warning(plan.config)
   if warning:
     log(warning)
-  workdir.mkdir(parents=True, exist_ok=True)
-  with lock_workdir(workdir):
-    # Again under the lock: another run may have written here meanwhile.
-    validate_run(config, data, workdir, resume, overwrite)
-    return _train_and_evaluate(
-      config, data, workdir, log, resume, overwrite, start, progress, warning, input_map
-    )
+  plan.workdir.mkdir(parents=True, exist_ok=True)
+  with lock_workdir(plan.workdir):
+    if _found(plan.workdir) != plan.found:
+      plan = plan_run(plan.config, plan.data, plan.workdir, plan.resume, plan.overwrite)
+    return _train_and_evaluate(plan, log, start, progress, warning, input_map)
 
 
-def _train_along(config, data, workdir, resume):
-  """:func:`train_and_evaluate` in a process other than 0 of a run across
+def _train_along(plan: RunPlan):
+  """:func:`execute` in a process other than 0 of a run across
   processes: it trains with the others and writes nothing; process 0 writes
   the outputs and the evaluation. Returns ``(trained model, info)``."""
-  state, info = train_run(config, data, workdir, log=lambda line: None, resume=resume)
+  config, data = plan.config, plan.data
+  state, info = train_run(
+    config, data, plan.workdir, log=lambda line: None, resume=plan.resume, checked=True
+  )
   entry = MODELS[config.model]
   return entry.trained(config, state, data), {"model": config.model, **info}
 
 
-def _train_and_evaluate(
-  config, data, workdir, log, resume, overwrite, start, progress, warning, input_map
-):
-  """:func:`train_and_evaluate` once the workdir is validated and locked."""
-  if overwrite and not resume:
+def _train_and_evaluate(plan: RunPlan, log, start, progress, warning, input_map):
+  """:func:`execute` once the workdir is locked."""
+  config, data, workdir = plan.config, plan.data, plan.workdir
+  if plan.overwrite and not plan.resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
     shutil.rmtree(workdir / population.POPULATION_DIR, ignore_errors=True)
   atomic_write_text(
@@ -292,7 +348,9 @@ def _train_and_evaluate(
     input_map.save(workdir / INPUT_MAP_NAME)
   else:
     (workdir / INPUT_MAP_NAME).unlink(missing_ok=True)
-  state, info = train_run(config, data, workdir, log, resume=resume, progress=progress)
+  state, info = train_run(
+    config, data, workdir, log, resume=plan.resume, progress=progress, checked=True
+  )
   entry = MODELS[config.model]
   summary = {
     "model": config.model,

@@ -80,7 +80,12 @@ def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
   :data:`CHECK_FRACTIONS` of the steps, then every member's ground truth."""
   k = population.selection_step(config)
   step = population.make_population_step(config, data.data_dim)
-  quiet = dict(init=population.init_population, make_step=lambda *_: step, log=log)
+  quiet = dict(
+    init=population.init_population,
+    make_step=lambda *_: step,
+    log=log,
+    describe=population.describe_members,
+  )
   start = time.perf_counter()
   checks = sorted({k, *(max(1, round(f * config.num_steps)) for f in CHECK_FRACTIONS)})
   signals_at = {}

@@ -28,6 +28,7 @@ from vaells_jax.training.step import jit_step, poison_if_not_finite
 
 __all__ = [
   "BaselineState",
+  "describe_baseline",
   "create_baseline",
   "init_baseline_state",
   "make_baseline_step",
@@ -49,6 +50,14 @@ class BaselineState(SkippedSteps):
   step: jax.Array
   params: Any
   opt_state: Any
+
+
+def describe_baseline(metrics: dict) -> str:
+  """A baseline's log line metrics (:func:`vaells_jax.training.loop.train_loop`)."""
+  return (
+    f"loss {metrics['loss']:+.4f}  log_px {metrics['log_px']:+.4f}"
+    f"  kl {metrics['kl']:.4f}  net_skipped {int(metrics['net_skipped'])}"
+  )
 
 
 def create_baseline(config: Config, data_dim: int) -> Baseline:

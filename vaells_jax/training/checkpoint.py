@@ -324,12 +324,17 @@ def _check_layout(folder: pathlib.Path, target) -> None:
 
 
 def restore_checkpoint(
-  workdir, target, step: int | None = None, identity: dict | None = None
+  workdir,
+  target,
+  step: int | None = None,
+  identity: dict | None = None,
+  verify: bool = True,
 ):
   """Restores the checkpoint at ``step`` (default: the latest) like ``target``.
 
   Every file is checked against its checksum first (:func:`verify_checkpoint`,
-  with ``identity`` if given).
+  with ``identity`` if given), unless ``verify=False``: the caller verified
+  this checkpoint already (a run's plan, :func:`vaells_jax.runs.runner.plan_run`).
 
   Args:
     workdir: the run's folder.
@@ -356,7 +361,8 @@ def restore_checkpoint(
     raise CheckpointError(
       f"No checkpoint for step {step} in {folder}; there are: {steps}."
     )
-  verify_checkpoint(workdir, step, identity)
+  if verify:
+    verify_checkpoint(workdir, step, identity)
   _check_layout(folder / str(step), target)
   try:
     with _quiet_stderr(), _manager(workdir, create=False) as manager:

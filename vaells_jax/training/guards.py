@@ -30,6 +30,7 @@ __all__ = [
   "batch_indices",
   "check_data",
   "deferred_signals",
+  "likely_cause",
   "run_identity",
 ]
 
@@ -225,3 +226,21 @@ def run_identity(config: Config, data: SyntheticData) -> dict:
 # eval_rotation_digits joined the config after checkpoints were written
 # without it; leaving it out keeps those loadable.
 _NOT_IDENTITY = ("num_steps", "log_every", "checkpoint_every", "eval_rotation_digits")
+
+
+def likely_cause(state, config: Config) -> str:
+  """Names what most likely made the loss non-finite, from the state's
+  parameters (the default of
+  :func:`vaells_jax.training.loop.train_loop`)."""
+  params_finite = all(
+    np.all(np.isfinite(a)) for a in jax.tree_util.tree_leaves(state.params)
+  )
+  if not params_finite:
+    return (
+      f"the network parameters became non-finite; lower lr_net (now {config.lr_net})"
+    )
+  return (
+    "the parameters are finite but every batch gives a non-finite loss: "
+    "check the data for extreme values, or lower lr_net "
+    f"(now {config.lr_net}) and latent_scale (now {config.latent_scale})"
+  )

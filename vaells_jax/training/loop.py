@@ -41,11 +41,12 @@ from vaells_jax.training.guards import (
   batch_indices,
   check_data,
   deferred_signals,
+  likely_cause,
   run_identity,
 )
 from vaells_jax.training.step import data_parallel_mesh
 
-__all__ = ["METRICS_NAME", "train_loop"]
+__all__ = ["METRICS_NAME", "describe_metrics", "train_loop"]
 
 METRICS_NAME = "metrics.jsonl"
 # Metrics that are state (counters, the current rate): logged as their last
@@ -64,58 +65,18 @@ def _duration(seconds: float) -> str:
   return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def _log_line(step, metrics, rate, total):
+def _log_line(step, metrics, rate, total, describe):
   eta = f"  eta {_duration((total - step) / rate)}" if rate > 0 else ""
-  return _metrics_text(step, metrics, rate) + f"  {100 * step / total:3.0f}%{eta}"
-
-
-def _metrics_text(step, metrics, rate):
-  if isinstance(metrics["loss"], list):  # a population: one value per member
-    return (
-      f"step {step:6d}  population  loss "
-      + " ".join(f"{v:+.3f}" for v in metrics["loss"])
-      + "  psi_rejected "
-      + " ".join(str(int(v)) for v in metrics["psi_rejected"])
-      + f"  {rate:.1f} steps/s"
-    )
-  if "kl" in metrics:  # a baseline
-    return (
-      f"step {step:6d}  loss {metrics['loss']:+.4f}  log_px "
-      f"{metrics['log_px']:+.4f}  kl {metrics['kl']:.4f}  net_skipped "
-      f"{int(metrics['net_skipped'])}  {rate:.1f} steps/s"
-    )
   return (
-    f"step {step:6d}  loss {metrics['loss']:+.4f}  recon {metrics['recon']:.4f}"
-    f"  log_q {metrics['log_q']:+.4f}  log_p {metrics['log_p']:+.4f}"
-    f"  lr_psi {metrics['lr_psi']:.2e}"
-    f"  psi_rejected {int(metrics['psi_rejected'])}"
-    f"  net_skipped {int(metrics['net_skipped'])}"
-    f"  inf_iters {metrics['inference_iters']:.1f}  {rate:.1f} steps/s"
+    f"step {step:6d}  {describe(metrics)}  {rate:.1f} steps/s"
+    f"  {100 * step / total:3.0f}%{eta}"
   )
 
 
-def _likely_cause(state, config: Config) -> str:
-  """Names what most likely made the loss non-finite, from the state."""
-  params_finite = all(
-    np.all(np.isfinite(a)) for a in jax.tree_util.tree_leaves(state.params)
-  )
-  psi = np.asarray(getattr(state, "psi", np.zeros((1, 1, 1))))
-  if not np.all(np.isfinite(psi)) or np.abs(psi).sum(axis=1).max() > 100:
-    return (
-      f"the transport operators Psi exploded (largest 1-norm "
-      f"{np.abs(psi).sum(axis=1).max():.3g}); lower lr_psi/max_lr_psi "
-      f"(now {config.lr_psi}/{config.max_lr_psi}) or raise eta "
-      f"(now {config.eta})"
-    )
-  if not params_finite:
-    return (
-      f"the network parameters became non-finite; lower lr_net (now {config.lr_net})"
-    )
-  return (
-    "the parameters are finite but every batch gives a non-finite loss: "
-    "check the data for extreme values, or lower lr_net "
-    f"(now {config.lr_net}) and latent_scale (now {config.latent_scale})"
-  )
+def describe_metrics(metrics: dict) -> str:
+  """A log line's metrics, every one as ``name value`` (the default of
+  :func:`train_loop`; a model's own comes from its registry entry)."""
+  return "  ".join(f"{k} {v:+.4g}" for k, v in metrics.items())
 
 
 def _batch_placement(mesh):
@@ -212,6 +173,9 @@ def train_loop(
   log=print,
   resume: bool = False,
   progress: Callable[[int, int], None] | None = None,
+  describe: Callable[[dict], str] = describe_metrics,
+  diagnose: Callable[[Any, Config], str] = likely_cause,
+  checked: bool = False,
 ):
   """Trains, logging to ``workdir/metrics.jsonl`` and checkpointing.
 
@@ -235,7 +199,12 @@ def train_loop(
   ``log`` receives the phases (lines ending in ``...``) and a line every
   ``config.log_every`` steps with the rate, percentage and ETA;
   ``progress(done, num_steps)``, if given, is called after every step (a
-  progress bar).
+  progress bar). ``describe(metrics)`` writes a line's metrics and
+  ``diagnose(state, config)`` names the likely cause of a diverged run (a
+  model's own come from its entry in :data:`vaells_jax.api.MODELS`).
+  ``checked=True``: the caller has checked the data and the workdir and
+  verified the checkpoint this resumes from
+  (:func:`vaells_jax.runs.runner.plan_run`); they are not checked again.
 
   In a run across processes (:mod:`vaells_jax.training.distributed`) every
   process calls this alike; process 0 alone logs and reads and writes
@@ -259,13 +228,14 @@ def train_loop(
       thread): the step under way is finished and checkpointed first, so
       ``resume=True`` continues from it.
   """
-  check_data(config, data)
+  if not checked:
+    check_data(config, data)
   workdir = pathlib.Path(workdir)
   main = is_main()  # across processes, process 0 alone touches the workdir
   if not main:
     log = _quiet
   found = saved_steps(workdir) if main else []
-  if found and not resume:
+  if found and not resume and not checked:
     raise ValueError(
       f"{workdir} already holds checkpoints (steps "
       f"{found}); resume that run or use an empty "
@@ -278,7 +248,9 @@ def train_loop(
   key = jax.random.PRNGKey(config.seed)
   state = init(key, config, data)
   if found:
-    state = restore_checkpoint(workdir, checkpointable(state), identity=identity)
+    state = restore_checkpoint(
+      workdir, checkpointable(state), identity=identity, verify=not checked
+    )
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:
     log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
@@ -336,7 +308,7 @@ def train_loop(
           raise TrainingDiverged(
             f"{bad} consecutive steps up to step {step} had a non-finite "
             f"loss (config.max_bad_steps={config.max_bad_steps}). Likely "
-            f"cause: {_likely_cause(previous, config)}. The last good "
+            f"cause: {diagnose(previous, config)}. The last good "
             f"checkpoint is kept in {workdir / CHECKPOINT_DIR} (steps "
             f"{checkpoint_steps(workdir)})."
           )
@@ -362,7 +334,7 @@ def train_loop(
           json.dumps({"step": done, **metrics, "steps_per_s": rate}) + "\n"
         )
         metrics_file.flush()
-        log(_log_line(done, metrics, rate, config.num_steps))
+        log(_log_line(done, metrics, rate, config.num_steps, describe))
       if done == config.num_steps:
         # Failed steps change no parameters, so the final state is kept as is.
         if int(np.min(state.bad_streak)):

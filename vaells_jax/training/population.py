@@ -38,6 +38,8 @@ from vaells_jax.training.guards import (
 from vaells_jax.training.step import (
   PhasedStep,
   TrainState,
+  describe_vaells,
+  diagnose_vaells,
   init_state,
   make_vaells_step,
   train_step_fn,
@@ -50,6 +52,7 @@ __all__ = [
   "init_population",
   "MemberGroups",
   "core_count",
+  "describe_members",
   "make_population_step",
   "member_groups",
   "member",
@@ -515,6 +518,16 @@ def select(signals: dict, name: str) -> tuple[int, str]:
   return best, f"member {best} has the {better} {name} ({values})"
 
 
+def describe_members(metrics: dict) -> str:
+  """A population's log line: each member's loss and rejected Psi steps."""
+  return (
+    "population  loss "
+    + " ".join(f"{v:+.3f}" for v in metrics["loss"])
+    + "  psi_rejected "
+    + " ".join(str(int(v)) for v in metrics["psi_rejected"])
+  )
+
+
 def train_population(
   config: Config,
   data: SyntheticData,
@@ -523,6 +536,7 @@ def train_population(
   log=print,
   resume=False,
   progress=None,
+  checked=False,
 ):
   """Trains a population, keeps the best member and trains it to the end.
 
@@ -532,7 +546,7 @@ def train_population(
   its presence marks phase 1 done). Phase 2 trains the selected member from
   there to ``config.num_steps`` in ``workdir`` as a single run would (same
   batches and keys), so ``vaells_jax.load(workdir)`` returns it. Both phases
-  resume from their checkpoints.
+  resume from their checkpoints. ``checked``: as :func:`loop.train_loop`'s.
 
   Returns:
     ``(state of the selected member, info)`` as :func:`loop.train_loop`, with
@@ -562,6 +576,9 @@ def train_population(
       log=log,
       resume=resume,
       progress=progress,
+      describe=describe_members,
+      diagnose=diagnose_vaells,
+      checked=checked,
     )
     with deferred_signals() as received:  # the selection is not cut half way
       signals = selection_signals(pop_state, config, data, pop_step)
@@ -582,7 +599,8 @@ def train_population(
   selection = json.loads(selection_path.read_text())
 
   def selected(key, cfg, dat):
-    pop = restore_checkpoint(pop_dir, init_population(key, pop_config, dat), step=k)
+    start = init_population(key, pop_config, dat)
+    pop = restore_checkpoint(pop_dir, start, step=k, verify=not checked)
     return member(pop, selection["selected_member"])
 
   state, info = loop.train_loop(
@@ -594,6 +612,9 @@ def train_population(
     log=log,
     resume=resume,
     progress=progress,
+    describe=describe_vaells,
+    diagnose=diagnose_vaells,
+    checked=checked,
   )
   info = {
     **info,

@@ -41,12 +41,15 @@ from vaells_jax.models.vaells import (
   sample_posterior_latents,
   transport_terms,
 )
+from vaells_jax.training.guards import likely_cause
 from vaells_jax.training.optim import SkippedSteps, make_optimizer, psi_step_state
 
 __all__ = [
   "PhasedStep",
   "TrainState",
   "data_parallel_mesh",
+  "describe_vaells",
+  "diagnose_vaells",
   "init_state",
   "jit_step",
   "make_train_step",
@@ -154,6 +157,32 @@ def poison_if_not_finite(loss, grads):
   ``optax.apply_if_finite`` skips a step whose loss alone overflowed."""
   finite = jnp.isfinite(loss)
   return jax.tree_util.tree_map(lambda g: jnp.where(finite, g, jnp.nan), grads)
+
+
+def describe_vaells(metrics: dict) -> str:
+  """A VAELLS log line's metrics (:func:`vaells_jax.training.loop.train_loop`)."""
+  return (
+    f"loss {metrics['loss']:+.4f}  recon {metrics['recon']:.4f}"
+    f"  log_q {metrics['log_q']:+.4f}  log_p {metrics['log_p']:+.4f}"
+    f"  lr_psi {metrics['lr_psi']:.2e}"
+    f"  psi_rejected {int(metrics['psi_rejected'])}"
+    f"  net_skipped {int(metrics['net_skipped'])}"
+    f"  inf_iters {metrics['inference_iters']:.1f}"
+  )
+
+
+def diagnose_vaells(state, config: Config) -> str:
+  """What most likely made a VAELLS run's loss non-finite: exploded
+  operators, else :func:`vaells_jax.training.guards.likely_cause`."""
+  psi = np.abs(np.asarray(state.psi))
+  if not np.all(np.isfinite(psi)) or psi.sum(axis=-2).max() > 100:
+    return (
+      f"the transport operators Psi exploded (largest 1-norm "
+      f"{psi.sum(axis=-2).max():.3g}); lower lr_psi/max_lr_psi "
+      f"(now {config.lr_psi}/{config.max_lr_psi}) or raise eta "
+      f"(now {config.eta})"
+    )
+  return likely_cause(state, config)
 
 
 def data_parallel_mesh(devices=None) -> jax.sharding.Mesh:
