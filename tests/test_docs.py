@@ -185,3 +185,31 @@ def test_docs_page_is_at_most_20_kib(page):
     f"{page.relative_to(ROOT)} is {size} bytes; keep each docs page <= "
     f"{DOCS_PAGE_MAX_BYTES} and split it into pages by subject"
   )
+
+
+def test_generated_numbers_match_docs_results():
+  """Every ``<!-- gen:NAME -->`` span of the README and docs equals what
+  ``benchmarks/docs_numbers.py`` renders from docs/results/ (rerun it after
+  a measurement), and every renderer has a span."""
+  import docs_numbers
+
+  assert docs_numbers.stale() == []
+  used = {
+    name
+    for page in docs_numbers.PAGES
+    for name, _ in docs_numbers.spans(page.read_text())
+  }
+  assert used == set(docs_numbers.RENDERERS)
+
+
+def test_a_hand_edited_number_is_stale(tmp_path):
+  import docs_numbers
+
+  page = docs_numbers.ROOT / "README.md"
+  edited = tmp_path / "README.md"
+  text = page.read_text()
+  name, span = docs_numbers.spans(text)[0]
+  edited.write_text(text.replace(span, span.replace("1", "2", 1), 1))
+  assert docs_numbers.stale([edited]) == [f"README.md: {name}"]
+  rendered = {n: fn() for n, fn in docs_numbers.RENDERERS.items()}
+  assert docs_numbers.render(edited.read_text(), rendered) == text
