@@ -36,7 +36,13 @@ import sys
 import textwrap
 
 from vaells_jax import experiments
-from vaells_jax.config import CONFIG_NAME, Config, config_from_json, override
+from vaells_jax.config import (
+  CONFIG_NAME,
+  GROUPS,
+  Config,
+  config_from_json,
+  override,
+)
 from vaells_jax.experiments import DIGITS, make_data
 from vaells_jax.runs.cache import compilation_cache
 
@@ -54,10 +60,16 @@ MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
 def _config_keys() -> str:
-  """Every config key with its default, for ``--help``."""
-  items = [f"{f.name}={f.default!r}" for f in dataclasses.fields(Config)]
-  return textwrap.fill(
-    ", ".join(items), 78, initial_indent="  ", subsequent_indent="  "
+  """Every config key with its default, by group, for ``--help``."""
+  defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+  return "\n".join(
+    textwrap.fill(
+      ", ".join(f"{name}={defaults[name]!r}" for name in names),
+      78,
+      initial_indent=f"  {group}: ",
+      subsequent_indent="    ",
+    )
+    for group, names in GROUPS.items()
   )
 
 

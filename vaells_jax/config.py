@@ -1,4 +1,11 @@
-"""Training configuration: one frozen dataclass, validated before anything runs."""
+"""Training configuration: one frozen dataclass, validated before anything runs.
+
+Its fields are declared in groups by concern (:data:`GROUPS`: run, model,
+loss, optimiser, schedule, inference, population, evaluation) and read flat
+(``config.lr_net``), as the command line overrides them
+(``--config.lr_net=...``) and every run's ``config.json`` and checkpoint
+identity record them (docs/library.md, "Configuration").
+"""
 
 from __future__ import annotations
 
@@ -16,7 +23,14 @@ import numpy as np
 from vaells_jax.core.solvers import METHODS as INFERENCE_METHODS
 from vaells_jax.core.solvers import unsuitable
 
-__all__ = ["ADDED_LATER", "CONFIG_NAME", "Config", "config_from_json", "override"]
+__all__ = [
+  "ADDED_LATER",
+  "CONFIG_NAME",
+  "GROUPS",
+  "Config",
+  "config_from_json",
+  "override",
+]
 
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
@@ -41,43 +55,51 @@ class Config:
   etc. The Laplace scale of the posterior samples is ``b = 1 / zeta3``.
   """
 
+  # -- run: what trains, for how long, how it logs and stops ------------------
   seed: int = 0
   # "vaells", or a baseline of the paper's comparison (vaells_jax.models.baselines)
   # trained on the same data, networks, batch size, step budget and lr_net.
   model: str = "vaells"
   num_steps: int = 4000
   batch_size: int = 30
+  log_every: int = 100
+  checkpoint_every: int = 1000
+  # Consecutive steps with a non-finite loss before the run stops.
+  max_bad_steps: int = 100
+  # Split each batch over all devices (jax.devices()); state replicated.
+  data_parallel: bool = False
+
+  # -- model: networks, latent space, operators and anchors ------------------
   latent_dim: int = 2
   num_ops: int = 4  # M
   network: str = "mlp"  # "mlp" (paper table 2) or "conv" (table 5, 28x28 images)
   hidden: tuple[int, ...] = (512,)  # MLP layer widths
   num_samples: int = 1  # N_s
-  lr_net: float = 0.005
-  lr_anchor: float = 1e-4
-  # The last fraction of num_steps over which lr_net and lr_anchor fall to 0
-  # along a cosine (vaells_jax.training.optim.cooldown); 0: constant rates,
-  # as the paper trains. fit() uses it: the decoder then resolves the data's
-  # manifold at its noise (docs/fit.md).
-  lr_net_cooldown: float = 0.0
-  learn_anchors: bool = True
-  lr_psi: float = 4e-4  # starting rate of the accept/reject Psi step
-  max_lr_psi: float = 0.1
-  psi_lr_decay_start: int = -1  # step after which lr_psi *= 0.9992; -1: never
+  latent_scale: float = 1.0
   psi_init_std: float = 0.01
   # Seed of the dictionary's initial draw alone; -1: drawn from ``seed`` with
   # the networks. The paper (appendix "Analysis of sensitivity to anchor
   # points") trains the swiss roll from the same networks and anchors with
   # different dictionary draws; this is that knob.
   psi_seed: int = -1
-  # Population training (vaells_jax.training.population): ``population``
-  # members train side by side in one vmapped step, on the same batches,
-  # until ``select_at * num_steps``; they differ in their dictionary draw
-  # ("dictionary") or also in networks and anchors ("all"). The member with
-  # the best ``select_signal`` then continues alone. 1: a single run.
-  population: int = 1
-  population_init: str = "dictionary"
-  select_at: float = 0.25
-  select_signal: str = "latent_coverage"
+  learn_anchors: bool = True
+  closest_anchor: bool = False
+  # Rotated MNIST (paper appendix H): each training input is rotated on the
+  # device to a fresh random angle in [0, input_rotation] degrees, and when
+  # rotation_anchors > 0 each sample's anchors are its own unrotated input
+  # rotated by 360 k / rotation_anchors degrees (not learned; the class
+  # anchors are then unused in training).
+  input_rotation: float = 0.0
+  rotation_anchors: int = 0
+  # Baselines only: VampPrior pseudo-inputs (paper: 100 synthetic, 500
+  # MNIST), and the observation precision of log p(x | z) (the baselines'
+  # zeta1). VAELLS's synthetic zeta1 = 0.01 makes a VAE ignore its input
+  # (docs/baselines.md: the posterior collapses to the prior); 1.0 is
+  # the usual sum-of-squares VAE loss and MNIST's zeta1.
+  num_pseudo: int = 100
+  baseline_zeta1: float = 1.0
+
+  # -- loss: the weights of the objective's terms -----------------------------
   zeta1: float = 0.01  # reconstruction
   zeta2: float = 1.0  # posterior data term
   zeta3: float = 1.0  # posterior coefficient term (= 1/b)
@@ -87,12 +109,28 @@ class Config:
   zeta_p: float = 5e-6  # l1 weight of prior inference
   eta: float = 0.01  # Frobenius penalty on Psi
   gamma: float = 1e-3  # posterior noise std
+  prior_weight_net: float = 1.0  # factor on zeta4, zeta5 in network steps
+  recon_weight_psi: float = 1.0  # factor on zeta1 in Psi steps
+
+  # -- optimiser: the parameter groups' rates ----------------------------------
+  lr_net: float = 0.005
+  lr_anchor: float = 1e-4
+  # The last fraction of num_steps over which lr_net and lr_anchor fall to 0
+  # along a cosine (vaells_jax.training.optim.cooldown); 0: constant rates,
+  # as the paper trains. fit() uses it: the decoder then resolves the data's
+  # manifold at its noise (docs/fit.md).
+  lr_net_cooldown: float = 0.0
+  lr_psi: float = 4e-4  # starting rate of the accept/reject Psi step
+  max_lr_psi: float = 0.1
+  psi_lr_decay_start: int = -1  # step after which lr_psi *= 0.9992; -1: never
+
+  # -- schedule: warm-up and the alternating phases -----------------------------
   warmup_steps: int = 0
   alternate: bool = False
   net_steps: int = 20
   psi_steps: int = 20
-  prior_weight_net: float = 1.0  # factor on zeta4, zeta5 in network steps
-  recon_weight_psi: float = 1.0  # factor on zeta1 in Psi steps
+
+  # -- inference: the coefficients of the posterior and prior pairs ------------
   # Starts of the coefficient inference, as the original code draws them: an
   # anchor (prior) pair's restart r from U[lo + r w, hi + r w], w = hi - lo, so
   # U[-2.5, 0] then U[0, 2.5] (its --coeffRandStart -2.5 --coeffRandAdd 2.5);
@@ -115,15 +153,19 @@ class Config:
   # Also "fista" (jaxopt proximal gradient, the specification's solver) and
   # "lm" (Levenberg-Marquardt on the smoothed objective, then a polish).
   inference_method: str = "auto"
-  closest_anchor: bool = False
-  latent_scale: float = 1.0
-  # Rotated MNIST (paper appendix H): each training input is rotated on the
-  # device to a fresh random angle in [0, input_rotation] degrees, and when
-  # rotation_anchors > 0 each sample's anchors are its own unrotated input
-  # rotated by 360 k / rotation_anchors degrees (not learned; the class
-  # anchors are then unused in training).
-  input_rotation: float = 0.0
-  rotation_anchors: int = 0
+
+  # -- population: members trained side by side, the best kept ----------------
+  # Population training (vaells_jax.training.population): ``population``
+  # members train side by side in one vmapped step, on the same batches,
+  # until ``select_at * num_steps``; they differ in their dictionary draw
+  # ("dictionary") or also in networks and anchors ("all"). The member with
+  # the best ``select_signal`` then continues alone. 1: a single run.
+  population: int = 1
+  population_init: str = "dictionary"
+  select_at: float = 0.25
+  select_signal: str = "latent_coverage"
+
+  # -- evaluation: the report's sample sizes ----------------------------------
   # Importance-sampled log-likelihood (paper appendix D): test points and
   # samples per point. The MNIST configs use the paper's 500 x 100; this
   # default keeps a synthetic run's evaluation short (each VAELLS sample
@@ -135,106 +177,60 @@ class Config:
   # reach for natural ones (vaells_jax.evaluation.reach). Evaluation only:
   # not part of a checkpoint's identity.
   eval_rotation_digits: int = 200
-  log_every: int = 100
-  checkpoint_every: int = 1000
-  # Consecutive steps with a non-finite loss before the run stops.
-  max_bad_steps: int = 100
-  # Baselines only: VampPrior pseudo-inputs (paper: 100 synthetic, 500
-  # MNIST), and the observation precision of log p(x | z) (the baselines'
-  # zeta1). VAELLS's synthetic zeta1 = 0.01 makes a VAE ignore its input
-  # (docs/baselines.md: the posterior collapses to the prior); 1.0 is
-  # the usual sum-of-squares VAE loss and MNIST's zeta1.
-  num_pseudo: int = 100
-  baseline_zeta1: float = 1.0
-  # Split each batch over all devices (jax.devices()); state replicated.
-  data_parallel: bool = False
 
   def __post_init__(self):
     self._check_types()
     self._check_bounds()
-    positive = (
-      "num_steps",
-      "batch_size",
-      "latent_dim",
-      "num_ops",
-      "num_samples",
-      "max_lr_psi",
-      "zeta3",
-      "latent_scale",
-      "num_restarts",
-      "posterior_restarts",
-      "net_steps",
-      "psi_steps",
-      "inference_max_iter",
-      "inference_tol",
-      "log_every",
-      "checkpoint_every",
-      "max_bad_steps",
-      "eval_ll_points",
-      "eval_ll_samples",
-      "eval_rotation_digits",
-      "num_pseudo",
-      "baseline_zeta1",
-    )
-    for name in positive:
+    self._check_signs()
+    self._check_run_and_model()
+    self._check_optimiser()
+    self._check_inference()
+    self._check_population()
+
+  def _check_signs(self):
+    """The fields of :data:`_POSITIVE` > 0 and of :data:`_NON_NEGATIVE` >= 0;
+    ``psi_seed`` and ``psi_lr_decay_start`` >= 0 or -1."""
+    for name in _POSITIVE:
       if not getattr(self, name) > 0:
         raise ValueError(f"config.{name} must be > 0, got {getattr(self, name)!r}.")
-    non_negative = (
-      "lr_net",
-      "lr_anchor",
-      "lr_psi",
-      "psi_init_std",
-      "zeta1",
-      "zeta2",
-      "zeta4",
-      "zeta5",
-      "zeta_q",
-      "zeta_p",
-      "eta",
-      "gamma",
-      "warmup_steps",
-      "prior_weight_net",
-      "recon_weight_psi",
-      "input_rotation",
-      "rotation_anchors",
-    )
-    for name in non_negative:
+    for name in _NON_NEGATIVE:
       if not getattr(self, name) >= 0:
         raise ValueError(f"config.{name} must be >= 0, got {getattr(self, name)!r}.")
-    if self.population < 1:
-      raise ValueError(f"config.population must be >= 1, got {self.population}.")
-    if self.population_init not in POPULATION_INITS:
+    for name, meaning in _MINUS_ONE.items():
+      if getattr(self, name) < -1:
+        raise ValueError(
+          f"config.{name} must be >= 0, or -1 ({meaning}), got {getattr(self, name)}."
+        )
+
+  def _check_run_and_model(self):
+    for name, choices in (("model", MODELS), ("network", NETWORKS)):
+      if getattr(self, name) not in choices:
+        raise ValueError(
+          f"config.{name} must be one of {choices}, got {getattr(self, name)!r}."
+        )
+    if self.model == "svae" and self.latent_dim < 2:
       raise ValueError(
-        f"config.population_init must be one of {POPULATION_INITS}, got "
-        f"{self.population_init!r}."
+        "config.model='svae' needs latent_dim >= 2 (the sphere "
+        f"S^(d-1) in R^d), got {self.latent_dim}."
       )
+    if not self.hidden or any(h < 1 for h in self.hidden):
+      raise ValueError(
+        "config.hidden must be a non-empty tuple of layer widths "
+        f">= 1, got {self.hidden!r}."
+      )
+
+  def _check_optimiser(self):
     if not 0 <= self.lr_net_cooldown <= 1:
       raise ValueError(
         f"config.lr_net_cooldown must be in [0, 1], got {self.lr_net_cooldown}."
       )
-    if not 0 < self.select_at <= 1:
-      raise ValueError(f"config.select_at must be in (0, 1], got {self.select_at}.")
-    if self.select_signal not in SELECT_SIGNALS:
-      raise ValueError(
-        f"config.select_signal must be one of {SELECT_SIGNALS}, got "
-        f"{self.select_signal!r}."
-      )
-    if self.population > 1 and self.model != "vaells":
-      raise ValueError(
-        f"config.population={self.population} trains VAELLS members; "
-        f"config.model={self.model!r} has no dictionary to draw."
-      )
-    for name in ("psi_seed", "psi_lr_decay_start"):
-      if getattr(self, name) < -1:
-        raise ValueError(
-          f"config.{name} must be >= 0, or -1 ({_MINUS_ONE[name]}), got "
-          f"{getattr(self, name)}."
-        )
     if not self.lr_psi <= self.max_lr_psi:
       raise ValueError(
         f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
         f"({self.max_lr_psi})."
       )
+
+  def _check_inference(self):
     for name in ("init_range", "posterior_init_range"):
       if len(getattr(self, name)) != 2:
         raise ValueError(
@@ -258,21 +254,24 @@ class Config:
     )
     if problem:
       raise ValueError(f"config.inference_method={problem}")
-    if self.network not in NETWORKS:
+
+  def _check_population(self):
+    if self.population < 1:
+      raise ValueError(f"config.population must be >= 1, got {self.population}.")
+    for name, choices in (
+      ("population_init", POPULATION_INITS),
+      ("select_signal", SELECT_SIGNALS),
+    ):
+      if getattr(self, name) not in choices:
+        raise ValueError(
+          f"config.{name} must be one of {choices}, got {getattr(self, name)!r}."
+        )
+    if not 0 < self.select_at <= 1:
+      raise ValueError(f"config.select_at must be in (0, 1], got {self.select_at}.")
+    if self.population > 1 and self.model != "vaells":
       raise ValueError(
-        f"config.network must be one of {NETWORKS}, got {self.network!r}."
-      )
-    if self.model not in MODELS:
-      raise ValueError(f"config.model must be one of {MODELS}, got {self.model!r}.")
-    if self.model == "svae" and self.latent_dim < 2:
-      raise ValueError(
-        "config.model='svae' needs latent_dim >= 2 (the sphere "
-        f"S^(d-1) in R^d), got {self.latent_dim}."
-      )
-    if not self.hidden or any(h < 1 for h in self.hidden):
-      raise ValueError(
-        "config.hidden must be a non-empty tuple of layer widths "
-        f">= 1, got {self.hidden!r}."
+        f"config.population={self.population} trains VAELLS members; "
+        f"config.model={self.model!r} has no dictionary to draw."
       )
 
   def _check_types(self):
@@ -331,6 +330,112 @@ def _is(value, kind) -> bool:
   return isinstance(value, number) and not isinstance(value, (bool, np.bool_))
 
 
+# The fields by concern, in the order Config declares them (--help lists
+# them so; tests/test_config.py checks that they are every field, in order).
+GROUPS = {
+  "run": (
+    "seed",
+    "model",
+    "num_steps",
+    "batch_size",
+    "log_every",
+    "checkpoint_every",
+    "max_bad_steps",
+    "data_parallel",
+  ),
+  "model": (
+    "latent_dim",
+    "num_ops",
+    "network",
+    "hidden",
+    "num_samples",
+    "latent_scale",
+    "psi_init_std",
+    "psi_seed",
+    "learn_anchors",
+    "closest_anchor",
+    "input_rotation",
+    "rotation_anchors",
+    "num_pseudo",
+    "baseline_zeta1",
+  ),
+  "loss": (
+    "zeta1",
+    "zeta2",
+    "zeta3",
+    "zeta4",
+    "zeta5",
+    "zeta_q",
+    "zeta_p",
+    "eta",
+    "gamma",
+    "prior_weight_net",
+    "recon_weight_psi",
+  ),
+  "optimiser": (
+    "lr_net",
+    "lr_anchor",
+    "lr_net_cooldown",
+    "lr_psi",
+    "max_lr_psi",
+    "psi_lr_decay_start",
+  ),
+  "schedule": ("warmup_steps", "alternate", "net_steps", "psi_steps"),
+  "inference": (
+    "num_restarts",
+    "init_range",
+    "posterior_restarts",
+    "posterior_init_range",
+    "inference_max_iter",
+    "inference_tol",
+    "inference_method",
+  ),
+  "population": ("population", "population_init", "select_at", "select_signal"),
+  "evaluation": ("eval_ll_points", "eval_ll_samples", "eval_rotation_digits"),
+}
+_POSITIVE = (
+  "num_steps",
+  "batch_size",
+  "log_every",
+  "checkpoint_every",
+  "max_bad_steps",
+  "latent_dim",
+  "num_ops",
+  "num_samples",
+  "latent_scale",
+  "num_pseudo",
+  "baseline_zeta1",
+  "zeta3",
+  "max_lr_psi",
+  "net_steps",
+  "psi_steps",
+  "num_restarts",
+  "posterior_restarts",
+  "inference_max_iter",
+  "inference_tol",
+  "eval_ll_points",
+  "eval_ll_samples",
+  "eval_rotation_digits",
+)
+_NON_NEGATIVE = (
+  "psi_init_std",
+  "input_rotation",
+  "rotation_anchors",
+  "zeta1",
+  "zeta2",
+  "zeta4",
+  "zeta5",
+  "zeta_q",
+  "zeta_p",
+  "eta",
+  "gamma",
+  "prior_weight_net",
+  "recon_weight_psi",
+  "lr_net",
+  "lr_anchor",
+  "lr_psi",
+  "warmup_steps",
+)
 _MINUS_ONE = {"psi_seed": "drawn from config.seed", "psi_lr_decay_start": "never"}
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # below it: denormal or 0
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
