@@ -164,7 +164,47 @@ def fit_anchor_table() -> str:
   return _block(rows)
 
 
+def _kept(signals: dict, name: str, members: int) -> int:
+  """The member a population of the first ``members`` keeps by ``name``, as
+  the command selects (:func:`vaells_jax.training.population.select`)."""
+  from vaells_jax.training.population import select  # imports jax
+
+  signals = {k: list(v[:members]) for k, v in signals.items()}
+  if "latent_coverage_both" not in signals:
+    signals["latent_coverage_both"] = [
+      a + b
+      for a, b in zip(
+        signals["latent_coverage"], signals["latent_coverage_wide"], strict=True
+      )
+    ]
+  return select(signals, name)[0]
+
+
+def swiss_signal_table() -> str:
+  """docs/population-swiss-roll.md: seeds 100-119 whose kept member traverses
+  the roll, by signal, for the first 8 and all 16 members."""
+  seeds = _load("population_swiss_roll_k16.json")["seeds"]
+  rows = ["| signal | 8 members (0–7) | 16 members |", "|---|---|---|"]
+  for name, label in (
+    ("latent_coverage_wide", "`latent_coverage_wide`"),
+    ("latent_coverage", "`latent_coverage`"),
+    ("latent_coverage_both", "`latent_coverage_both` (their sum)"),
+  ):
+    cells = []
+    for members in (8, 16):
+      failed = [
+        seed
+        for seed, run in seeds.items()
+        if not run["success"][_kept(run["signals"], name, members)]
+      ]
+      cell = _of(len(seeds) - len(failed), len(seeds), 1.0)
+      cells.append(cell + (f" ({', '.join(failed)} fail)" if failed else ""))
+    rows.append(f"| {label} | " + " | ".join(cells) + " |")
+  return _block(rows)
+
+
 RENDERERS = {
+  "swiss-signal-table": swiss_signal_table,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
   "fit-time": fit_time,
