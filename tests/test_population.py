@@ -306,3 +306,21 @@ def test_anchor_study_runs_end_to_end(tmp_path):
     assert len(study["members"]) == 2
   bad = _run_cli("--exp=swiss_roll", "--anchors=3", timeout=120)
   assert bad.returncode == 2 and "--anchors goes with --exp=sensitivity" in bad.stderr
+
+
+def test_coverage_ranks_weigh_both_radii_alike():
+  narrow, wide = [0.1, 0.5, 0.3, 0.3], [0.9, 0.8, 0.85, 0.7]
+  # narrow ranks 0, 3, 1.5, 1.5 (a tie shares its mean); wide 3, 1, 2, 0
+  sums = np.array([3.0, 4.0, 3.5, 1.5]) + np.add(narrow, wide) / 10
+  np.testing.assert_allclose(population.coverage_ranks(narrow, wide), sums)
+  # Four members of a swiss-roll run (seed 125): the plain sum keeps the one
+  # with the highest narrow score (member 0, which followed only part of
+  # the roll); the ranks keep member 1 (a wide score above it too).
+  narrow, wide = [0.549, 0.508, 0.446, 0.276], [0.866, 0.882, 0.890, 0.879]
+  signals = {
+    "latent_coverage_ranks": population.coverage_ranks(narrow, wide).tolist(),
+    "latent_coverage_both": np.add(narrow, wide).tolist(),
+    "loss": [0.0] * 4,
+  }
+  assert population.select(signals, "latent_coverage_ranks")[0] == 1
+  assert population.select(signals, "latent_coverage_both")[0] == 0

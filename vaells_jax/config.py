@@ -41,6 +41,7 @@ SELECT_SIGNALS = (
   "latent_coverage",
   "latent_coverage_wide",
   "latent_coverage_both",
+  "latent_coverage_ranks",
   "psi_rejected",
   "loss",
   "log_p",

@@ -75,6 +75,7 @@ SIGN = {
   "latent_coverage": -1.0,
   "latent_coverage_wide": -1.0,
   "latent_coverage_both": -1.0,
+  "latent_coverage_ranks": -1.0,
 }
 
 
@@ -356,7 +357,8 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
     over :data:`SIGNAL_BATCHES` training batches (fixed by the seed), as the
     step computes them (the parameters are not updated);
   * ``latent_coverage``, ``latent_coverage_wide`` (:func:`latent_coverage`)
-    and ``latent_coverage_both``, their sum;
+    and ``latent_coverage_both``, their sum; ``latent_coverage_ranks``
+    (:func:`coverage_ranks`), the members' ranks by the two summed;
   * ``operator_norm``: the largest Frobenius norm of the member's operators
     (a member above :data:`OPERATOR_NORM_LIMIT` blew up and is not kept).
 
@@ -396,6 +398,9 @@ def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> di
   signals["latent_coverage_both"] = [
     sum(member_scores.values()) for member_scores in scores
   ]
+  signals["latent_coverage_ranks"] = coverage_ranks(
+    *(signals[name] for name in COVERAGE_RADII)
+  ).tolist()
   norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
   signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
@@ -439,6 +444,23 @@ def latent_coverage(
     The score in ``[0, 1]``.
   """
   return _coverages(latents, labels, psi, seed, (radius,))[0]
+
+
+def coverage_ranks(narrow, wide) -> np.ndarray:
+  """Each member's rank among the population by ``latent_coverage`` plus its
+  rank by ``latent_coverage_wide`` (0 the lowest, ties sharing their mean
+  rank), plus a tenth of their sum to order equal rank sums. Ranks weigh the
+  two radii alike whatever their spreads: the wide score varies little
+  between the members that follow the data at all, so in the plain sum
+  (``latent_coverage_both``) the narrow one mostly decides."""
+  narrow, wide = np.asarray(narrow, np.float64), np.asarray(wide, np.float64)
+
+  def ranks(x):
+    below = (x[None, :] < x[:, None]).sum(axis=1)
+    ties = (x[None, :] == x[:, None]).sum(axis=1) - 1
+    return below + 0.5 * ties
+
+  return ranks(narrow) + ranks(wide) + (narrow + wide) / 10
 
 
 def coverage_subset(num_points: int, seed: int) -> np.ndarray:
