@@ -134,7 +134,7 @@ def _evaluate(baseline, data, params, key):
   }
 
 
-@pytest.fixture(scope="module", params=baselines.MODELS)
+@pytest.fixture(scope="module", params=baselines.BASELINES)
 def built(request, data):
   """Each model with tiny networks and ``zeta1 = 1``, trained by Adam on
   ``REPEATS`` copies of ``data`` (``[REPEATS * 8, D]``)."""

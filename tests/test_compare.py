@@ -215,7 +215,7 @@ def test_compare_command_runs_every_model_and_resumes(tmp_path):
   result = _run(*flags)
   assert result.returncode == 0, result.stderr[-3000:]
   table = json.loads((tmp_path / "comparison.json").read_text())
-  assert table["seeds"] == 2 and set(table["models"]) == set(compare.MODELS)
+  assert table["seeds"] == 2 and set(table["models"]) == set(compare.MODEL_NAMES)
   for model, row in table["models"].items():
     for key in (
       "sample_manifold_distance",
@@ -234,7 +234,8 @@ def test_compare_command_runs_every_model_and_resumes(tmp_path):
     )
   # Each seed's data set is generated from its seed; the models share it.
   x = [
-    np.load(tmp_path / m / "seed1" / "dataset.npz")["x_train"] for m in compare.MODELS
+    np.load(tmp_path / m / "seed1" / "dataset.npz")["x_train"]
+    for m in compare.MODEL_NAMES
   ]
   assert all(np.array_equal(x[0], other) for other in x[1:])
   assert not np.array_equal(

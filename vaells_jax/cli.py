@@ -39,6 +39,7 @@ from vaells_jax import experiments
 from vaells_jax.config import (
   CONFIG_NAME,
   GROUPS,
+  MODEL_NAMES,
   Config,
   config_from_json,
   override,
@@ -56,7 +57,6 @@ GRID_BASES = ("nat_mnist",)  # --grid: paper table 1
 GRID_OPS = (2, 4, 8)  # dictionary sizes M
 GRID_ANCHORS = (8, 12, 16)  # anchors per class N_a
 STUDY_POPULATION = 4  # members per seed unless --config.population says
-MODELS = ("vaells", "vae", "vampprior", "svae")
 
 
 def _config_keys() -> str:
@@ -127,7 +127,7 @@ def make_parser() -> argparse.ArgumentParser:
   parser.add_argument(
     "--model",
     default="vaells",
-    choices=MODELS,
+    choices=MODEL_NAMES,
     help="the model trained on the experiment's data and budget (default vaells)",
   )
   parser.add_argument(

@@ -34,7 +34,7 @@ __all__ = [
 
 CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
-MODELS = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
+MODEL_NAMES = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.population).
 SELECT_SIGNALS = (
@@ -204,7 +204,7 @@ class Config:
         )
 
   def _check_run_and_model(self):
-    for name, choices in (("model", MODELS), ("network", NETWORKS)):
+    for name, choices in (("model", MODEL_NAMES), ("network", NETWORKS)):
       if getattr(self, name) not in choices:
         raise ValueError(
           f"config.{name} must be one of {choices}, got {getattr(self, name)!r}."

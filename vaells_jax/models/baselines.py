@@ -60,7 +60,7 @@ from vaells_jax.models.vmf import (
 )
 
 __all__ = [
-  "MODELS",
+  "BASELINES",
   "Baseline",
   "BaselineEncoder",
   "ElboTerms",
@@ -74,7 +74,7 @@ __all__ = [
   "vampprior_log_prob",
 ]
 
-MODELS = ("vae", "vampprior", "svae")
+BASELINES = ("vae", "vampprior", "svae")
 _LOG_2PI = math.log(2.0 * math.pi)
 _CONV_INPUT_DIM = 784
 
@@ -177,8 +177,8 @@ class Baseline(NamedTuple):
     zeta1: float = Config.zeta1,
   ) -> Baseline:
     """Validates the settings and builds the networks (see :func:`init`)."""
-    if model not in MODELS:
-      raise ValueError(f"model must be one of {MODELS}, got {model!r}.")
+    if model not in BASELINES:
+      raise ValueError(f"model must be one of {BASELINES}, got {model!r}.")
     if network not in NETWORKS:
       raise ValueError(f"network must be one of {NETWORKS}, got {network!r}.")
     input_dim = _positive_int("input_dim", input_dim)
@@ -383,7 +383,7 @@ def init(
 
   Args:
     key: ``jax.random`` key.
-    model: one of :data:`MODELS`.
+    model: one of :data:`BASELINES`.
     input_dim: ``D``, the data dimension.
     latent_dim: ``d`` (for ``"svae"`` the sphere ``S^{d-1}``, so ``d >= 2``).
     hidden: the MLP hidden widths, shared by encoder and decoder.

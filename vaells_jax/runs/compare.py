@@ -1,6 +1,6 @@
 """VAELLS against the baselines on the same data: ``run_comparison``.
 
-Each model of :data:`MODELS` is trained with the experiment's configuration
+Each model of :data:`MODEL_NAMES` is trained with the experiment's configuration
 (``config.model`` changed, everything else the same) on seeds ``0..N-1``;
 seed ``s`` generates the data set (for the synthetic experiments) and
 initialises every model, so the models of one seed see the same data. Runs
@@ -26,14 +26,14 @@ import jax
 import numpy as np
 
 from vaells_jax.api import load
-from vaells_jax.config import CONFIG_NAME, MODELS, Config, config_from_json
+from vaells_jax.config import CONFIG_NAME, MODEL_NAMES, Config, config_from_json
 from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import image_plots, plotting
 from vaells_jax.evaluation import metrics as evaluation
 from vaells_jax.runs.runner import train_and_evaluate
 from vaells_jax.training.checkpoint import checkpoint_steps
 
-__all__ = ["METRICS", "MODELS", "run_comparison", "summarise"]
+__all__ = ["METRICS", "MODEL_NAMES", "run_comparison", "summarise"]
 
 # (summary key, column title, better: +1 higher, -1 lower, 0 neither)
 METRICS = (
@@ -175,7 +175,7 @@ def run_comparison(
   make_data,
   workdir,
   seeds: int = 3,
-  models=MODELS,
+  models=MODEL_NAMES,
   log=print,
   overwrite: bool = False,
 ) -> dict:
@@ -199,9 +199,11 @@ def run_comparison(
     ValueError: for an unknown model, ``seeds < 1``, bad data, or a run
       folder of another configuration (without ``overwrite``).
   """
-  unknown = [m for m in models if m not in MODELS]
+  unknown = [m for m in models if m not in MODEL_NAMES]
   if unknown or not models:
-    raise ValueError(f"models must be a non-empty subset of {MODELS}, got {models!r}.")
+    raise ValueError(
+      f"models must be a non-empty subset of {MODEL_NAMES}, got {models!r}."
+    )
   if seeds < 1:
     raise ValueError(f"seeds must be >= 1, got {seeds}.")
   workdir = pathlib.Path(workdir)
