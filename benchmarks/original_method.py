@@ -53,7 +53,7 @@ from scipy_reference import (  # noqa: E402
 from vaells_jax.api import DATA_NAME  # noqa: E402
 from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
 from vaells_jax.core.inference import InferenceResult  # noqa: E402
-from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
+from vaells_jax.data.dataset import load_dataset  # noqa: E402
 from vaells_jax.experiments import make_data  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
 from vaells_jax.training import step as train  # noqa: E402
@@ -198,7 +198,7 @@ def restore_run(run_dir):
   both; a population's kept member)."""
   run_dir = pathlib.Path(run_dir)
   config = config_from_json(run_dir / CONFIG_NAME)
-  data = load_synthetic(run_dir / DATA_NAME)
+  data = load_dataset(run_dir / DATA_NAME)
   start = seed_state(config, data)
   state = restore_checkpoint(run_dir, start, identity=run_identity(config, data))
   return config, data, start, state

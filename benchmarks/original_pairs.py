@@ -55,7 +55,7 @@ from scipy_reference import (  # noqa: E402
 
 from vaells_jax.api import DATA_NAME  # noqa: E402
 from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
-from vaells_jax.data.synthetic import load_synthetic  # noqa: E402
+from vaells_jax.data.dataset import load_dataset  # noqa: E402
 from vaells_jax.models import vaells as model_lib  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
 from vaells_jax.training.guards import run_identity  # noqa: E402
@@ -113,7 +113,7 @@ def _state(config, data, model, at_step: int, run_dir=None):
   if run_dir is None:
     return state, config.warmup_steps
   saved = config_from_json(pathlib.Path(run_dir) / CONFIG_NAME)
-  saved_data = load_synthetic(pathlib.Path(run_dir) / DATA_NAME)
+  saved_data = load_dataset(pathlib.Path(run_dir) / DATA_NAME)
   state = restore_checkpoint(run_dir, state, identity=run_identity(saved, saved_data))
   return state, max(int(state.step), config.warmup_steps)
 
@@ -129,7 +129,7 @@ def run_experiment(
 ) -> dict:
   config, data, model = om.experiment(name, budget, mnist_dir, **overrides)
   if run_dir is not None:  # the run's own data: its anchors are in the state
-    data = load_synthetic(pathlib.Path(run_dir) / DATA_NAME)
+    data = load_dataset(pathlib.Path(run_dir) / DATA_NAME)
   state, at_step = _state(config, data, model, at_step, run_dir)
   state = state.replace(step=jax.numpy.asarray(at_step, state.step.dtype))
   pairs = om.capture_step_pairs(model, state, *om.step_batch(config, data, at_step))

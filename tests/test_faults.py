@@ -25,7 +25,8 @@ from tiny import TINY
 
 from vaells_jax import expm_small, infer_coefficients, load, transport, transport_path
 from vaells_jax.config import Config, config_from_json
-from vaells_jax.data.synthetic import make_concentric, save_synthetic
+from vaells_jax.data.dataset import save_dataset
+from vaells_jax.data.synthetic import make_concentric
 from vaells_jax.runs import fit as fit_module
 from vaells_jax.runs import runner
 from vaells_jax.runs.workdir import LOCK_NAME, WorkdirInUse, lock_workdir
@@ -282,7 +283,7 @@ def trained(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("trained")
   runner.train_run(SMALL, DATA, workdir, log=lambda line: None)
   (workdir / "config.json").write_text(json.dumps(dataclasses.asdict(SMALL)))
-  save_synthetic(workdir / "dataset.npz", DATA)
+  save_dataset(workdir / "dataset.npz", DATA)
   return workdir
 
 

@@ -15,7 +15,7 @@ from conftest import mnist_dir
 from vaells_jax.api import DATA_NAME
 from vaells_jax.config import config_from_json
 from vaells_jax.data import mnist
-from vaells_jax.data.synthetic import load_synthetic
+from vaells_jax.data.dataset import load_dataset
 from vaells_jax.evaluation import image_report
 from vaells_jax.runs import compare
 from vaells_jax.runs.runner import TrainingInterrupted
@@ -161,7 +161,7 @@ def _real_grid(workdir, monkeypatch, capsys, ops, anchors):
     run_dir = workdir / f"M{m}_Na{a}" / "seed0"
     config = config_from_json(run_dir / "config.json")
     assert (config.num_ops, config.population) == (m, 1)
-    assert load_synthetic(run_dir / DATA_NAME).anchors.shape == (10, a, 784)
+    assert load_dataset(run_dir / DATA_NAME).anchors.shape == (10, a, 784)
     for key in GRID_METRICS:
       assert math.isfinite(cell["metrics"][key]["mean"]), key
   table = (workdir / "grid.md").read_text()

@@ -106,7 +106,7 @@ def test_command_line_errors_have_no_traceback(tmp_path, flags, message):
 def _fields(**changes):
   """The fields ``check_data`` reads, from ``DATA`` with ``changes``.
 
-  (A ``SyntheticData`` itself refuses inconsistent shapes when built.)
+  (A ``Dataset`` itself refuses inconsistent shapes when built.)
   """
   fields = {k: getattr(DATA, k) for k in ("x_train", "labels_train", "anchors")}
   return types.SimpleNamespace(**{**fields, **changes})
@@ -270,7 +270,7 @@ def test_a_single_run_resumes_to_train_longer(tmp_path):
 
 
 def _final_state(workdir, config):
-  data = runner.load_synthetic(workdir / "dataset.npz")
+  data = runner.load_dataset(workdir / "dataset.npz")
   target = init_state(jax.random.PRNGKey(0), config, data.anchors, data.data_dim)
   return restore_checkpoint(workdir, target)
 

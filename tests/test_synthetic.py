@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from vaells_jax.data import (
-  load_synthetic,
+  load_dataset,
   make_concentric,
   make_swiss_roll,
-  save_synthetic,
+  save_dataset,
   swiss_roll_arc_length,
 )
-from vaells_jax.data.synthetic import _ARRAY_FIELDS
+from vaells_jax.data.dataset import _ARRAY_FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -165,9 +165,9 @@ def test_manifold_grid_is_dense(make):
 
 
 def test_save_load_round_trip(tmp_path, roll):
-  path = save_synthetic(tmp_path / "roll", roll)
+  path = save_dataset(tmp_path / "roll", roll)
   assert path.endswith(".npz")
-  loaded = load_synthetic(path)
+  loaded = load_dataset(path)
   for field in _ARRAY_FIELDS:
     np.testing.assert_array_equal(getattr(loaded, field), getattr(roll, field))
     assert getattr(loaded, field).dtype == getattr(roll, field).dtype
@@ -178,7 +178,7 @@ def test_save_load_round_trip(tmp_path, roll):
 def test_load_rejects_missing_fields(tmp_path):
   np.savez(tmp_path / "bad.npz", x_train=np.zeros((2, 3)))
   with pytest.raises(ValueError, match="lacks fields"):
-    load_synthetic(tmp_path / "bad.npz")
+    load_dataset(tmp_path / "bad.npz")
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.core.laplace import sample_laplace
 from vaells_jax.core.transport import transport, transport_path
 from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
-from vaells_jax.data.synthetic import SyntheticData, load_synthetic
+from vaells_jax.data.dataset import Dataset, load_dataset
 from vaells_jax.evaluation.likelihood import importance_log_likelihood, iwae_bound
 from vaells_jax.models.vaells import Model
 from vaells_jax.training.baseline_step import (
@@ -80,7 +80,7 @@ class TrainedVAELLS:
 
   config: Config
   params: dict
-  data: SyntheticData
+  data: Dataset
   input_map: InputMap | None = None
   verdict: dict | None = None
 
@@ -221,7 +221,7 @@ class TrainedBaseline:
 
   config: Config
   params: dict
-  data: SyntheticData
+  data: Dataset
   input_map: InputMap | None = None
   verdict = None  # computed for VAELLS only
   psi = None  # no transport operators
@@ -339,9 +339,9 @@ class ModelEntry(NamedTuple):
     diagnose: ``(state, config) -> str``, the likely cause of a diverged run.
   """
 
-  init: Callable[[Any, Config, SyntheticData], Any]
+  init: Callable[[Any, Config, Dataset], Any]
   make_step: Callable[[Config, int, Any], Callable]
-  trained: Callable[[Config, Any, SyntheticData], Any]
+  trained: Callable[[Config, Any, Dataset], Any]
   summary: Callable[[Any], dict]
   describe: Callable[[dict], str]
   diagnose: Callable[[Any, Config], str]
@@ -401,7 +401,7 @@ def load(workdir) -> TrainedVAELLS | TrainedBaseline:
         f"{workdir / name} is missing: is {workdir} a VAELLS workdir?"
       )
   config = config_from_json(workdir / CONFIG_NAME)
-  data = load_synthetic(workdir / DATA_NAME)
+  data = load_dataset(workdir / DATA_NAME)
   entry = MODELS[config.model]
   target = entry.init(jax.random.PRNGKey(0), config, data)
   state = restore_checkpoint(workdir, target, identity=run_identity(config, data))

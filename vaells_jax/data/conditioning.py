@@ -54,7 +54,7 @@ class InputMap:
     return y * np.float32(self.scale) + self.shift.astype(np.float32)
 
   def user_data(self, data):
-    """``data`` (a :class:`~vaells_jax.data.synthetic.SyntheticData` in
+    """``data`` (a :class:`~vaells_jax.data.dataset.Dataset` in
     the model's units) in the user's: points, anchors, manifold and noise
     level mapped back."""
 

@@ -401,9 +401,9 @@ def digits_experiment(
     anchors_per_class: ``A``.
 
   Returns:
-    A :class:`~vaells_jax.data.synthetic.SyntheticData` without ground truth.
+    A :class:`~vaells_jax.data.dataset.Dataset` without ground truth.
   """
-  from vaells_jax.data.synthetic import SyntheticData
+  from vaells_jax.data.dataset import Dataset
 
   x, y = mnist.x_train, mnist.y_train
   missing = sorted(set(range(NUM_CLASSES)) - set(np.unique(y).tolist()))
@@ -428,7 +428,7 @@ def digits_experiment(
     anchors = _rotated_copies_host(firsts, anchors_per_class)
   else:
     raise ValueError(f"Unknown digits experiment {name!r}.")
-  return SyntheticData(
+  return Dataset(
     x_train=x,
     labels_train=y,
     pos_train=None,

@@ -146,7 +146,7 @@ def orbit_coverage(
   Args:
     decoded: ``[T, D]`` decoded orbit points, in orbit order.
     curve: ``[G, D]`` dense noise-free points of one true curve, ordered along
-      it at equal arc length (e.g. ``SyntheticData.manifold`` of one class).
+      it at equal arc length (e.g. ``Dataset.manifold`` of one class).
     noise_std: the data's input-noise standard deviation, ``> 0``.
     start: index into ``decoded`` of the orbit's start (e.g. an anchor).
     threshold: the largest distance to the curve, in noise levels, of an

@@ -16,8 +16,8 @@ import numpy as np
 from vaells_jax.config import Config
 from vaells_jax.data.anchors import spread_anchors
 from vaells_jax.data.conditioning import InputMap
+from vaells_jax.data.dataset import Dataset
 from vaells_jax.data.files import atomic_write_text
-from vaells_jax.data.synthetic import SyntheticData
 
 __all__ = ["FIT_CONFIG", "FIT_POPULATION", "FIT_TRIES", "fit", "user_dataset"]
 
@@ -276,7 +276,7 @@ def user_dataset(
   anchor_choice="spread",
   test_fraction=0.2,
   batch_size=1,
-) -> SyntheticData:
+) -> Dataset:
   """A user's arrays as the data set :func:`fit` trains on (split by ``seed``).
 
   Also what :func:`vaells_jax.runs.compare.run_comparison` needs to compare the
@@ -332,7 +332,7 @@ def user_dataset(
   elif anchors is None:
     anchors = _random_anchors(x[train], labels[train], anchors_per_class, rng)
   anchors = _check_anchors(anchors, num_classes, x.shape[1])
-  return SyntheticData(
+  return Dataset(
     x_train=x[train],
     labels_train=labels[train],
     pos_train=None,

@@ -21,8 +21,8 @@ import numpy as np
 from vaells_jax.api import DATA_NAME, MODELS, TrainedBaseline, TrainedVAELLS
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
+from vaells_jax.data.dataset import Dataset, load_dataset, save_dataset
 from vaells_jax.data.files import atomic_write_text
-from vaells_jax.data.synthetic import SyntheticData, load_synthetic, save_synthetic
 from vaells_jax.evaluation import synthetic_report
 from vaells_jax.runs.verdict import verdict
 from vaells_jax.runs.workdir import WorkdirInUse, check_workdir, lock_workdir
@@ -96,7 +96,7 @@ def short_run_warning(config: Config) -> str | None:
 
 def train_run(
   config: Config,
-  data: SyntheticData,
+  data: Dataset,
   workdir,
   log=print,
   resume: bool = False,
@@ -156,7 +156,7 @@ class RunPlan:
   """
 
   config: Config
-  data: SyntheticData
+  data: Dataset
   workdir: pathlib.Path
   resume: bool
   overwrite: bool
@@ -172,7 +172,7 @@ def _found(workdir: pathlib.Path) -> tuple:
 
 def plan_run(
   config: Config,
-  data: SyntheticData,
+  data: Dataset,
   workdir,
   resume: bool = False,
   overwrite: bool = False,
@@ -219,7 +219,7 @@ def plan_run(
         "with the same flags, or start another workdir."
       )
     if (workdir / DATA_NAME).exists():
-      saved_data = load_synthetic(workdir / DATA_NAME)
+      saved_data = load_dataset(workdir / DATA_NAME)
       if not (
         np.array_equal(saved_data.x_train, data.x_train)
         and np.array_equal(saved_data.labels_train, data.labels_train)
@@ -252,7 +252,7 @@ def plan_run(
 
 def train_and_evaluate(
   config: Config,
-  data: SyntheticData,
+  data: Dataset,
   workdir,
   log=print,
   resume: bool = False,
@@ -343,7 +343,7 @@ def _train_and_evaluate(plan: RunPlan, log, start, progress, warning, input_map)
   atomic_write_text(
     workdir / CONFIG_NAME, json.dumps(dataclasses.asdict(config), indent=2)
   )
-  save_synthetic(workdir / DATA_NAME, data)
+  save_dataset(workdir / DATA_NAME, data)
   if input_map is not None:
     input_map.save(workdir / INPUT_MAP_NAME)
   else:

@@ -125,7 +125,7 @@ def population_study(config: Config, make_data, seeds, workdir, log=print) -> di
     config: the experiment's configuration; ``config.population`` members,
       ``config.select_at`` the selection step (``config.seed`` is replaced by
       each seed).
-    make_data: ``config -> SyntheticData`` (with ground truth).
+    make_data: ``config -> Dataset`` (with ground truth).
     seeds: the seeds.
     workdir: output folder: ``seedS/`` per seed (resumable; a finished seed's
       ``study.json`` is reused), ``sensitivity.json``, ``sensitivity.md`` and
@@ -224,7 +224,7 @@ def anchor_study(config: Config, make_data, counts, seeds, workdir, log=print) -
 
   Args:
     config: as for :func:`population_study`.
-    make_data: ``(config, A) -> SyntheticData`` with ``A`` randomly placed
+    make_data: ``(config, A) -> Dataset`` with ``A`` randomly placed
       anchors (per class).
     counts: the anchor counts, e.g. ``(3, 4, 6, 8)``.
     seeds: the seeds (each seed also places the anchors).

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from vaells_jax.config import ADDED_LATER, Config
-from vaells_jax.data.synthetic import SyntheticData
+from vaells_jax.data.dataset import Dataset
 
 __all__ = [
   "TrainingDiverged",
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-def check_data(config: Config, data: SyntheticData) -> None:
+def check_data(config: Config, data: Dataset) -> None:
   """Validates a data set against ``config`` before anything runs or is written.
 
   Raises:
@@ -194,7 +194,7 @@ def deferred_signals():
       signal.signal(sig, handler)
 
 
-def run_identity(config: Config, data: SyntheticData) -> dict:
+def run_identity(config: Config, data: Dataset) -> dict:
   """What a checkpoint records of its run: the config and a digest of the data.
 
   ``{"config": {field: value, ...}, "data_sha256": hex}`` as JSON values;

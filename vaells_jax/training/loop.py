@@ -19,8 +19,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.config import Config
+from vaells_jax.data.dataset import Dataset
 from vaells_jax.data.files import atomic_write_text
-from vaells_jax.data.synthetic import SyntheticData
 from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   checkpoint_steps,
@@ -165,10 +165,10 @@ def _first_line(error: Exception) -> str:
 
 def train_loop(
   config: Config,
-  data: SyntheticData,
+  data: Dataset,
   workdir,
   *,
-  init: Callable[[Any, Config, SyntheticData], Any],
+  init: Callable[[Any, Config, Dataset], Any],
   make_step: Callable[[Config, int, Any], Callable],
   log=print,
   resume: bool = False,

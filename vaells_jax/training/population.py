@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaells_jax.config import Config
+from vaells_jax.data.dataset import Dataset
 from vaells_jax.data.files import atomic_write_text
-from vaells_jax.data.synthetic import SyntheticData
 from vaells_jax.models.vaells import Model
 from vaells_jax.training import loop
 from vaells_jax.training.checkpoint import restore_checkpoint
@@ -84,7 +84,7 @@ def selection_step(config: Config) -> int:
   return max(1, round(config.select_at * config.num_steps))
 
 
-def init_population(key, config: Config, data: SyntheticData) -> TrainState:
+def init_population(key, config: Config, data: Dataset) -> TrainState:
   """The members' initial states: ``params`` and ``opt_state`` stacked on a
   leading member axis ``[K, ...]``, one shared ``step``."""
   states = [
@@ -348,7 +348,7 @@ def member(state: TrainState, k: int) -> TrainState:
   return state.replace(params=pick(state.params), opt_state=pick(state.opt_state))
 
 
-def selection_signals(state, config: Config, data: SyntheticData, step_fn) -> dict:
+def selection_signals(state, config: Config, data: Dataset, step_fn) -> dict:
   """Each member's signals, none of which needs the true manifold.
 
   * ``psi_rejected``: rejected ``Psi`` steps so far (the paper's health
@@ -552,7 +552,7 @@ def describe_members(metrics: dict) -> str:
 
 def train_population(
   config: Config,
-  data: SyntheticData,
+  data: Dataset,
   workdir,
   *,
   log=print,
