@@ -203,7 +203,114 @@ def swiss_signal_table() -> str:
   return _block(rows)
 
 
+# Every member of the swiss roll's default runs, scored on the ground truth:
+# the population study of seeds 100-119, and benchmarks/population_members.py
+# on the command's runs of the fresh seeds.
+SWISS_MEMBERS = {
+  "100–119": "population_swiss_roll_k16.json",
+  "120–139": "swiss_roll_members_120_139.json",
+  "140–159": "swiss_roll_members_140_159.json",
+}
+SWISS_SIGNALS = {
+  "latent_coverage_both": "`latent_coverage_both` (the sum)",
+  "latent_coverage_ranks": "`latent_coverage_ranks` (the ranks)",
+  "latent_coverage_wide": "`latent_coverage_wide`",
+  "latent_coverage": "`latent_coverage`",
+}
+
+
+def _swiss_members(name: str) -> dict[int, tuple[list[bool], dict]]:
+  """``{seed: (each member's success, each member's signals)}``."""
+  raw = _load(name)
+  if "seeds" in raw:  # a population study
+    return {int(s): (r["success"], r["signals"]) for s, r in raw["seeds"].items()}
+  runs = {}
+  for run in raw.values():
+    members = run["members"]
+    signals = {k: [m["signals"][k] for m in members] for k in members[0]["signals"]}
+    runs[run["seed"]] = ([m["success"] for m in members], signals)
+  return runs
+
+
+def _swiss_failures(runs: dict, signal: str) -> list[int]:
+  """The seeds whose member kept by ``signal`` does not traverse the roll."""
+  return [
+    seed
+    for seed, (success, signals) in sorted(runs.items())
+    if not success[_kept(_with_ranks(signals), signal, len(success))]
+  ]
+
+
+def _with_ranks(signals: dict) -> dict:
+  from vaells_jax.training.population import coverage_ranks  # imports jax
+
+  ranks = coverage_ranks(signals["latent_coverage"], signals["latent_coverage_wide"])
+  return {**signals, "latent_coverage_ranks": ranks.tolist()}
+
+
+def swiss_signals_by_seeds() -> str:
+  """docs/population-swiss-roll.md: seeds whose kept member traverses the
+  roll, for each signal and range of seeds."""
+  ranges = {r: _swiss_members(name) for r, name in SWISS_MEMBERS.items()}
+  rows = [
+    "| signal | " + " | ".join(f"seeds {r}" for r in ranges) + " |",
+    "|---|" + "---|" * len(ranges),
+  ]
+  for signal, label in SWISS_SIGNALS.items():
+    cells = []
+    for runs in ranges.values():
+      failed = _swiss_failures(runs, signal)
+      cell = _of(len(runs) - len(failed), len(runs))
+      cells.append(cell + (f" ({', '.join(map(str, failed))} fail)" if failed else ""))
+    rows.append(f"| {label} | " + " | ".join(cells) + " |")
+  return _block(rows)
+
+
+def _swiss_default_signal() -> str:
+  from vaells_jax.experiments import swiss_roll
+
+  return swiss_roll.get_config().select_signal
+
+
+def swiss_default_rate() -> str:
+  """README, docs: the swiss-roll default's rate on each range of seeds."""
+  signal = _swiss_default_signal()
+  rates = {}
+  for seeds, name in SWISS_MEMBERS.items():
+    runs = _swiss_members(name)
+    rates[seeds] = _of(len(runs) - len(_swiss_failures(runs, signal)), len(runs))
+  return (
+    f"{rates['100–119']} seeds 100–119 and {rates['120–139']} seeds 120–139 "
+    f"(seen when the signal was chosen), {rates['140–159']} fresh seeds 140–159"
+  )
+
+
+def swiss_default_failures() -> str:
+  """docs/population-swiss-roll.md: the fresh seeds where the default's kept
+  member does not traverse the roll, and what its population held."""
+  signal = _swiss_default_signal()
+  rows = [
+    "| seed | members that traverse the roll | the kept member: orbit coverage,"
+    " samples (noise levels) |",
+    "|---|---|---|",
+  ]
+  for name in ("swiss_roll_members_120_139.json", "swiss_roll_members_140_159.json"):
+    runs = _swiss_members(name)
+    members = {run["seed"]: run["members"] for run in _load(name).values()}
+    for seed in _swiss_failures(runs, signal):
+      success, signals = runs[seed]
+      kept = members[seed][_kept(_with_ranks(signals), signal, len(success))]
+      rows.append(
+        f"| {seed} | {sum(success)} of {len(success)} | "
+        f"{kept['orbit_coverage']:.2f}, {kept['sample_manifold_distance']:.1f} |"
+      )
+  return _block(rows)
+
+
 RENDERERS = {
+  "swiss-default-rate": swiss_default_rate,
+  "swiss-default-failures": swiss_default_failures,
+  "swiss-signals-by-seeds": swiss_signals_by_seeds,
   "swiss-signal-table": swiss_signal_table,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
