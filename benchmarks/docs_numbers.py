@@ -307,7 +307,17 @@ def swiss_default_failures() -> str:
   return _block(rows)
 
 
+def concentric_default_rate() -> str:
+  """README, docs: the concentric default's rate over its fresh seeds
+  (``seed_rates.py``)."""
+  seeds = _load("seeds_concentric_100_139.json")["seeds"]
+  wins = sum(run["success"] for run in seeds.values())
+  first, last = min(map(int, seeds)), max(map(int, seeds))
+  return f"{_of(wins, len(seeds))} fresh seeds ({first}–{last})"
+
+
 RENDERERS = {
+  "concentric-default-rate": concentric_default_rate,
   "swiss-default-rate": swiss_default_rate,
   "swiss-default-failures": swiss_default_failures,
   "swiss-signals-by-seeds": swiss_signals_by_seeds,
