@@ -8,6 +8,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.special
 import scipy.stats
 
@@ -148,6 +149,7 @@ print("finished")
 """
 
 
+@pytest.mark.whole_run  # a subprocess
 def test_conv_log_likelihood_finishes():
   """A rotated-MNIST chunk (25 digits x 10 samples, conv decoder, 10 anchors
   each) finishes. With XLA's concurrency-optimised CPU scheduler on, it hung

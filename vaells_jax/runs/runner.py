@@ -295,6 +295,9 @@ def train_and_evaluate(
     TrainingDiverged, TrainingInterrupted: from
       :func:`vaells_jax.training.loop.train_loop`.
   """
+  # Before the plan, whose checks may start jax: the cores can be given
+  # devices only before that (execute says what it got).
+  population.claim_cores(config.population)
   plan = plan_run(config, data, workdir, resume, overwrite)
   return execute(plan, log=log, progress=progress, input_map=input_map)
 

@@ -74,9 +74,13 @@ def _log_line(step, metrics, rate, total, describe):
 
 
 def describe_metrics(metrics: dict) -> str:
-  """A log line's metrics, every one as ``name value`` (the default of
-  :func:`train_loop`; a model's own comes from its registry entry)."""
-  return "  ".join(f"{k} {v:+.4g}" for k, v in metrics.items())
+  """A log line's metrics, every one as ``name value`` (``name v1 v2 ...``
+  for a population's per-member lists); the default of :func:`train_loop`
+  (a model's own comes from its registry entry)."""
+  return "  ".join(
+    f"{k} " + " ".join(f"{x:+.4g}" for x in (v if isinstance(v, list) else [v]))
+    for k, v in metrics.items()
+  )
 
 
 def _batch_placement(mesh):
