@@ -167,17 +167,10 @@ def fit_anchor_table() -> str:
 def _kept(signals: dict, name: str, members: int) -> int:
   """The member a population of the first ``members`` keeps by ``name``, as
   the command selects (:func:`vaells_jax.training.population.select`)."""
-  from vaells_jax.training.population import select  # imports jax
+  from vaells_jax.training.population import combined_coverages, select  # jax
 
   signals = {k: list(v[:members]) for k, v in signals.items()}
-  if "latent_coverage_both" not in signals:
-    signals["latent_coverage_both"] = [
-      a + b
-      for a, b in zip(
-        signals["latent_coverage"], signals["latent_coverage_wide"], strict=True
-      )
-    ]
-  return select(signals, name)[0]
+  return select({**signals, **combined_coverages(signals)}, name)[0]
 
 
 def swiss_signal_table() -> str:
@@ -237,15 +230,8 @@ def _swiss_failures(runs: dict, signal: str) -> list[int]:
   return [
     seed
     for seed, (success, signals) in sorted(runs.items())
-    if not success[_kept(_with_ranks(signals), signal, len(success))]
+    if not success[_kept(signals, signal, len(success))]
   ]
-
-
-def _with_ranks(signals: dict) -> dict:
-  from vaells_jax.training.population import coverage_ranks  # imports jax
-
-  ranks = coverage_ranks(signals["latent_coverage"], signals["latent_coverage_wide"])
-  return {**signals, "latent_coverage_ranks": ranks.tolist()}
 
 
 def swiss_signals_by_seeds() -> str:
@@ -299,7 +285,7 @@ def swiss_default_failures() -> str:
     members = {run["seed"]: run["members"] for run in _load(name).values()}
     for seed in _swiss_failures(runs, signal):
       success, signals = runs[seed]
-      kept = members[seed][_kept(_with_ranks(signals), signal, len(success))]
+      kept = members[seed][_kept(signals, signal, len(success))]
       rows.append(
         f"| {seed} | {sum(success)} of {len(success)} | "
         f"{kept['orbit_coverage']:.2f}, {kept['sample_manifold_distance']:.1f} |"

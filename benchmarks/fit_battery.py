@@ -41,6 +41,8 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from seed_rates import seed_range  # noqa: E402
+
 NOISE = 0.01
 GRID = 1000  # points of each true curve, at equal arc length
 
@@ -195,13 +197,6 @@ def one_fit(
   }
 
 
-def _seeds(text: str) -> list[int]:
-  if "-" in text:
-    lo, hi = text.split("-")
-    return list(range(int(lo), int(hi) + 1))
-  return [int(s) for s in text.split(",")]
-
-
 def table(results: dict) -> str:
   """Per family and anchor choice: success rate, the verdicts against the
   ground truth (precision and recall of ``learned``; the verdict is taken
@@ -299,7 +294,7 @@ def main(argv=None) -> dict:
   first = {(r["family"], r["anchors"], r["seed"]): r for r in first.values()}
   for family in args.families.split(","):
     for anchors in args.anchors.split(","):
-      for seed in _seeds(args.seeds):
+      for seed in seed_range(args.seeds):
         name = f"{family}_{anchors}{variant}_seed{seed}_steps{config.num_steps}"
         earlier = first.get((family, anchors, seed))
         if name not in results and earlier and _learned(earlier):

@@ -25,10 +25,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vaells_jax.evaluation.synthetic_report import (  # noqa: E402
-  COVERAGE_SUCCESS,
-  SAMPLE_DISTANCE_SUCCESS,
-)
+from vaells_jax.evaluation.synthetic_report import success  # noqa: E402
 
 
 def outcome(summary: dict) -> dict:
@@ -36,7 +33,7 @@ def outcome(summary: dict) -> dict:
   coverage = summary["orbit_coverage"]
   samples = summary["sample_manifold_distance"]
   return {
-    "success": coverage >= COVERAGE_SUCCESS and samples <= SAMPLE_DISTANCE_SUCCESS,
+    "success": success(coverage, samples),
     "orbit_coverage": coverage,
     "sample_manifold_distance": samples,
     "wall_time_s": summary["wall_time_s"],

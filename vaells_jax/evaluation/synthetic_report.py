@@ -24,6 +24,7 @@ __all__ = [
   "evaluate_and_report",
   "operator_orbits",
   "spread_restarts",
+  "success",
   "write_markdown",
 ]
 
@@ -216,6 +217,15 @@ COVERAGE_SUCCESS = 0.9  # SPEC section 6: success on the synthetic sets is
 SAMPLE_DISTANCE_SUCCESS = 15.0  # coverage >= 0.9 and samples <= 15 noise levels
 
 
+def success(orbit_coverage: float, sample_manifold_distance: float) -> bool:
+  """Whether a run learned its synthetic manifold (SPEC section 6): orbit
+  coverage >= 0.9 and prior samples within 15 noise levels."""
+  return bool(
+    orbit_coverage >= COVERAGE_SUCCESS
+    and sample_manifold_distance <= SAMPLE_DISTANCE_SUCCESS
+  )
+
+
 def learned_structure(trained, key) -> dict:
   """Whether a VAELLS model learned its synthetic manifold (SPEC section 6).
 
@@ -238,9 +248,7 @@ def learned_structure(trained, key) -> dict:
   return {
     "orbit_coverage": coverage,
     "sample_manifold_distance": distance,
-    "success": bool(
-      coverage >= COVERAGE_SUCCESS and distance <= SAMPLE_DISTANCE_SUCCESS
-    ),
+    "success": success(coverage, distance),
   }
 
 

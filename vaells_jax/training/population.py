@@ -51,7 +51,9 @@ __all__ = [
   "SIGNAL_BATCHES",
   "init_population",
   "MemberGroups",
+  "combined_coverages",
   "core_count",
+  "coverage_ranks",
   "describe_members",
   "make_population_step",
   "member_groups",
@@ -357,8 +359,7 @@ def selection_signals(state, config: Config, data: Dataset, step_fn) -> dict:
     over :data:`SIGNAL_BATCHES` training batches (fixed by the seed), as the
     step computes them (the parameters are not updated);
   * ``latent_coverage``, ``latent_coverage_wide`` (:func:`latent_coverage`)
-    and ``latent_coverage_both``, their sum; ``latent_coverage_ranks``
-    (:func:`coverage_ranks`), the members' ranks by the two summed;
+    and their two combinations (:func:`combined_coverages`);
   * ``operator_norm``: the largest Frobenius norm of the member's operators
     (a member above :data:`OPERATOR_NORM_LIMIT` blew up and is not kept).
 
@@ -395,12 +396,7 @@ def selection_signals(state, config: Config, data: Dataset, step_fn) -> dict:
   ]
   for name in COVERAGE_RADII:
     signals[name] = [member_scores[name] for member_scores in scores]
-  signals["latent_coverage_both"] = [
-    sum(member_scores.values()) for member_scores in scores
-  ]
-  signals["latent_coverage_ranks"] = coverage_ranks(
-    *(signals[name] for name in COVERAGE_RADII)
-  ).tolist()
+  signals.update(combined_coverages(signals))
   norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
   signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
@@ -446,13 +442,20 @@ def latent_coverage(
   return _coverages(latents, labels, psi, seed, (radius,))[0]
 
 
+def combined_coverages(signals: dict) -> dict:
+  """``latent_coverage_both`` (the sum) and ``latent_coverage_ranks``."""
+  narrow, wide = (signals[name] for name in COVERAGE_RADII)
+  return {
+    "latent_coverage_both": np.add(narrow, wide).tolist(),
+    "latent_coverage_ranks": coverage_ranks(narrow, wide).tolist(),
+  }
+
+
 def coverage_ranks(narrow, wide) -> np.ndarray:
-  """Each member's rank among the population by ``latent_coverage`` plus its
-  rank by ``latent_coverage_wide`` (0 the lowest, ties sharing their mean
-  rank), plus a tenth of their sum to order equal rank sums. Ranks weigh the
-  two radii alike whatever their spreads: the wide score varies little
-  between the members that follow the data at all, so in the plain sum
-  (``latent_coverage_both``) the narrow one mostly decides."""
+  """Each member's rank by ``latent_coverage`` plus its rank by
+  ``latent_coverage_wide`` (0 the lowest, ties share their mean rank), plus a
+  tenth of their sum (orders equal sums). Ranks weigh the two radii alike; in
+  ``latent_coverage_both`` the narrow one, which varies more, mostly decides."""
   narrow, wide = np.asarray(narrow, np.float64), np.asarray(wide, np.float64)
 
   def ranks(x):
