@@ -153,6 +153,8 @@ class RunPlan:
     config, data, workdir, resume, overwrite: as given to :func:`plan_run`.
     found: the checkpoint steps of the run and of its population when
       checked; :func:`execute` checks again only if they changed.
+    cores: why a population's members run on fewer devices than cores
+      (:func:`vaells_jax.training.population.claim_cores`), or None.
   """
 
   config: Config
@@ -161,6 +163,7 @@ class RunPlan:
   resume: bool
   overwrite: bool
   found: tuple
+  cores: str | None = None
 
 
 def _found(workdir: pathlib.Path) -> tuple:
@@ -183,7 +186,9 @@ def plan_run(
   saved run has the same configuration and data and that the checkpoints it
   resumes from (its own, or its population's) pass their checksums. Training
   then skips these checks (:func:`execute`). In a run across processes only
-  process 0 owns ``workdir``; the others check only the data.
+  process 0 owns ``workdir``; the others check only the data. First of all
+  it gives a population's members the CPU cores as devices, which works only
+  before jax starts (the data checks may start it).
 
   Raises:
     ValueError: for data that do not fit ``config``, a ``workdir`` that
@@ -194,9 +199,12 @@ def plan_run(
       change ``num_steps`` (to train longer), ``log_every`` and
       ``checkpoint_every``; nothing else.
   """
+  cores = population.claim_cores(config.population)
   check_data(config, data)
   if not is_main():
-    return RunPlan(config, data, pathlib.Path(workdir), resume, overwrite, ((), ()))
+    return RunPlan(
+      config, data, pathlib.Path(workdir), resume, overwrite, ((), ()), cores
+    )
   workdir = check_workdir(workdir)
   found = _found(workdir)
   steps, population_steps = found
@@ -247,7 +255,7 @@ def plan_run(
       "(--resume, resume=True), start it over (--overwrite, overwrite=True), or "
       "choose another folder (--workdir=DIR)."
     )
-  return RunPlan(config, data, workdir, resume, overwrite, found)
+  return RunPlan(config, data, workdir, resume, overwrite, found, cores)
 
 
 def train_and_evaluate(
@@ -295,9 +303,6 @@ def train_and_evaluate(
     TrainingDiverged, TrainingInterrupted: from
       :func:`vaells_jax.training.loop.train_loop`.
   """
-  # Before the plan, whose checks may start jax: the cores can be given
-  # devices only before that (execute says what it got).
-  population.claim_cores(config.population)
   plan = plan_run(config, data, workdir, resume, overwrite)
   return execute(plan, log=log, progress=progress, input_map=input_map)
 
@@ -310,9 +315,8 @@ def execute(
   checked: only if the workdir's checkpoints changed since (another run
   wrote there) is the run planned again, under the workdir's lock."""
   start = time.perf_counter()
-  cores = population.claim_cores(plan.config.population)
-  if cores:
-    log(f"note: {cores}")
+  if plan.cores:
+    log(f"note: {plan.cores}")
   if not is_main():
     return _train_along(plan)
   warning = short_run_warning(plan.config)
