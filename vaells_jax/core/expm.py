@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vaells_jax.core import backend
+
 __all__ = [
   "MAX_SQUARINGS",
   "check_finite",
@@ -181,15 +183,19 @@ def _expm_minus_identity_pairs(a):
   result = _taylor(scaled, _DEGREE.get(a.dtype, 16), identity=False)
   rounds = jnp.max(squarings)
 
-  def square(i, w):
-    return jax.lax.cond(
-      i < rounds,
-      lambda w: jnp.where(i < squarings, _pairs_product(w, w) + 2 * w, w),
-      lambda w: w,
-      w,
-    )
+  def masked(i, w):
+    return jnp.where(i < squarings, _pairs_product(w, w) + 2 * w, w)
 
-  return jax.lax.fori_loop(0, MAX_SQUARINGS, square, result), overflow
+  # A CPU skips the rounds past the most any matrix needs; on a GPU that
+  # conditional is a round trip to the host in every round of every
+  # evaluation, so it runs all rounds, masked (the same result).
+  def skipping(i, w):
+    return jax.lax.cond(i < rounds, masked, lambda i, w: w, i, w)
+
+  square = lambda step: jax.lax.fori_loop(0, MAX_SQUARINGS, step, result)  # noqa: E731
+  return backend.per_platform(
+    lambda: square(skipping), lambda: square(masked)
+  ), overflow
 
 
 def expm_pairs(a):

@@ -15,6 +15,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from vaells_jax.core import backend
+
 __all__ = [
   "CHUNK",
   "compacted_sizes",
@@ -38,9 +40,13 @@ def materialize(index, fn, *args):
   fields, each recomputed the transcendental functions of the matrix
   exponential (measured: 3x the time of one evaluation). A conditional is a
   fusion boundary; ``index`` is a loop counter (never batched by ``vmap``,
-  so the conditional stays one), always ``>= 0``.
+  so the conditional stays one), always ``>= 0``. On a GPU a conditional
+  costs a round trip to the host (its branch index is read there) while
+  recomputing is cheap, so there it is plain ``fn(*args)``.
   """
-  return jax.lax.cond(index >= 0, fn, fn, *args)
+  return backend.per_platform(
+    lambda i, *a: jax.lax.cond(i >= 0, fn, fn, *a), lambda i, *a: fn(*a), index, *args
+  )
 
 
 def first_true(flags):
@@ -133,11 +139,20 @@ def map_chunks(fn, arrays, *, chunk, axis, mode="constant"):
   ``axis`` (0 or -1) indexes the entries in every array and in every output
   of ``fn``. With more than ``chunk`` entries the arrays are padded
   (``jnp.pad`` ``mode``) to whole chunks, each chunk solved by one ``fn``
-  call, and the padding dropped from the outputs; otherwise one call.
+  call, and the padding dropped from the outputs; otherwise one call. The
+  chunks keep a CPU's working set in cache; a GPU runs them one after the
+  other, so there it is always one call.
   """
   total = arrays[0].shape[axis]
   if total <= chunk:
     return fn(*arrays)
+  return backend.per_platform(
+    lambda *a: _map_chunks(fn, a, chunk, axis, mode), lambda *a: fn(*a), *arrays
+  )
+
+
+def _map_chunks(fn, arrays, chunk, axis, mode):
+  total = arrays[0].shape[axis]
   chunks = math.ceil(total / chunk)
 
   def split(a):  # [..., total, ...] -> [chunks, ..., chunk, ...]

@@ -52,12 +52,14 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from vaells_jax.core import backend
 from vaells_jax.core.expm import expm_small
 
 __all__ = [
   "CANDIDATES",
   "GRID_ANGLE",
   "GRID_STEPS",
+  "DEVICE_PAIR_BLOCK",
   "PAIR_BLOCK",
   "grid_spacing",
   "solve_exact",
@@ -67,6 +69,7 @@ GRID_STEPS = 1024  # grid points on each side of t = 0.
 GRID_ANGLE = 0.1  # h ||psi||_2 at most: radians of the fastest rotation per step.
 CANDIDATES = 4  # local grid minima refined on each side of t = 0 (and j = 1).
 PAIR_BLOCK = 512  # pairs per block of the grid search (bounds its memory).
+DEVICE_PAIR_BLOCK = 8192  # the same on a GPU or TPU, whose blocks run in turn
 _GOLDEN = 0.3819660112501051  # (3 - sqrt(5)) / 2
 # Rounding of phi' in units of eps (1 + u ||psi||_2)(||z1|| + ||y||) ||dy/du||.
 # The refinement stops at _SLOPE_ROUNDING units: measured in float32 on
@@ -326,7 +329,8 @@ def solve_exact(psi, z0, z1, l1_weight, *, max_iter, tol, block=PAIR_BLOCK):
     max_iter: refinement iterations (safeguarded Newton steps) per candidate.
     tol: stationarity tolerance on ``|f'(t)|``.
     block: pairs per block of the grid search (``lax.map`` over blocks
-      beyond that: memory ``block (2K + 1) d`` numbers, not ``N (2K + 1) d``).
+      beyond that: memory ``block (2K + 1) d`` numbers, not ``N (2K + 1) d``);
+      at least :data:`DEVICE_PAIR_BLOCK` on a GPU or TPU.
 
   Returns:
     ``(coeffs [N, 1], converged [N], num_iter [N])``: ``num_iter`` is the most
@@ -337,18 +341,25 @@ def solve_exact(psi, z0, z1, l1_weight, *, max_iter, tol, block=PAIR_BLOCK):
   t = h * jnp.arange(-GRID_STEPS, GRID_STEPS + 1, dtype=z0.dtype)
   table = expm_small(t[:, None, None] * psi)  # [2K + 1, d, d]
   solve = functools.partial(_solve_block, psi, table, h, max_iter=max_iter, tol=tol)
+  blocked = lambda n: functools.partial(_blocks, solve, n)  # noqa: E731
+  coeff, conv, iters = backend.per_platform(
+    blocked(block), blocked(max(block, DEVICE_PAIR_BLOCK)), z0, z1, l1_weight
+  )
+  return coeff[:, None], conv, iters
+
+
+def _blocks(solve, block, z0, z1, l1_weight):
+  """``solve`` on blocks of ``block`` pairs, one after the other."""
   n = z0.shape[0]
   if n <= block:
-    coeff, conv, iters = solve(z0, z1, l1_weight)
-  else:
-    pad = -n % block
-    blocks = [
-      jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]).reshape(
-        (-1, block) + a.shape[1:]
-      )
-      for a in (z0, z1, l1_weight)
-    ]
-    coeff, conv, iters = (
-      r.reshape(-1)[:n] for r in jax.lax.map(lambda b: solve(*b), tuple(blocks))
+    return solve(z0, z1, l1_weight)
+  pad = -n % block
+  blocks = [
+    jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]).reshape(
+      (-1, block) + a.shape[1:]
     )
-  return coeff[:, None], conv, iters
+    for a in (z0, z1, l1_weight)
+  ]
+  return tuple(
+    r.reshape(-1)[:n] for r in jax.lax.map(lambda b: solve(*b), tuple(blocks))
+  )

@@ -1,0 +1,95 @@
+"""The GPU/TPU paths (``backend.per_platform``'s other branch: no
+conditional as a fusion barrier or around a squaring, one call instead of
+chunks, larger exact blocks) compute what the CPU paths compute, checked on
+the CPU by forcing that branch; and the device script's CPU part runs at a
+tiny size."""
+
+import device_steps
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vaells_jax import infer_coefficients
+from vaells_jax.core import backend
+from vaells_jax.core.expm import expm_pairs
+from vaells_jax.core.solvers import columns, exact
+
+
+def _both_paths(monkeypatch, solve):
+  jax.clear_caches()
+  cpu = solve()
+  monkeypatch.setattr(backend, "per_platform", lambda cpu, other, *a: other(*a))
+  jax.clear_caches()
+  device = solve()
+  monkeypatch.undo()
+  jax.clear_caches()
+  return cpu, device
+
+
+def test_device_squarings_are_the_cpu_squarings(monkeypatch):
+  # Norms from 0 to ~2^9 x theta: from no squaring to most of them.
+  k = jax.random.split(jax.random.PRNGKey(0), 2)
+  scale = 10.0 ** jax.random.uniform(k[0], (1, 1, 300), minval=-3, maxval=2.5)
+  a = scale * jax.random.normal(k[1], (6, 6, 300))
+  cpu, device = _both_paths(monkeypatch, lambda: jax.jit(expm_pairs)(a))
+  np.testing.assert_array_equal(device, cpu)
+  np.testing.assert_allclose(
+    np.moveaxis(device, -1, 0)[:5],
+    [jax.scipy.linalg.expm(m) for m in np.moveaxis(np.asarray(a), -1, 0)[:5]],
+    rtol=1e-3,  # float32 products of entries up to 1e24
+  )
+
+
+@pytest.mark.parametrize(
+  "method, num_ops, dim", [("gauss_newton", 2, 2), ("pgd", 3, 4), ("exact", 1, 3)]
+)
+def test_device_paths_solve_as_the_cpu_paths(monkeypatch, method, num_ops, dim):
+  # More pairs than a CPU chunk (and, for exact, than a CPU block), so the CPU
+  # path chunks and the device path does not.
+  pairs = max(columns.CHUNK, exact.PAIR_BLOCK) + 37
+  k = jax.random.split(jax.random.PRNGKey(3), 4)
+  psi = 0.3 * jax.random.normal(k[0], (num_ops, dim, dim))
+  z0 = jax.random.normal(k[1], (pairs, dim))
+  coeffs = jax.random.uniform(k[2], (pairs, num_ops), minval=-1.0, maxval=1.0)
+  z1 = jax.vmap(lambda c, z: jax.scipy.linalg.expm(jnp.tensordot(c, psi, 1)) @ z)(
+    coeffs, z0
+  )
+  z1 = z1 + 0.01 * jax.random.normal(k[3], z1.shape)
+
+  def solve():
+    return infer_coefficients(
+      psi, z0, z1, l1_weight=0.01, key=k[3], method=method, max_iter=50
+    )
+
+  cpu, device = _both_paths(monkeypatch, solve)
+  # Fused differently, the paths round apart, and a pair in a flat valley of
+  # its objective can stop elsewhere in it: the objectives agree, the
+  # coefficients of nearly every pair too.
+  np.testing.assert_allclose(device.objective, cpu.objective, rtol=1e-4, atol=1e-6)
+  apart = np.abs(np.asarray(device.coeffs) - np.asarray(cpu.coeffs)).max(-1) > 1e-3
+  assert apart.mean() <= 0.02, apart.mean()
+  assert np.mean(device.converged != cpu.converged) <= 0.01
+
+
+def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path):
+  result = device_steps.main(
+    [
+      "--tiny",
+      "--experiments=concentric",
+      "--population=concentric",
+      "--ll-points=0",
+      "--json",
+      str(tmp_path / "r"),
+    ]
+  )
+  (row,) = result["steps"]
+  assert row["experiment"] == "concentric" and row["initial"]["min_s"] > 0
+  assert row["census"]["fusion"] > 0
+  (pop,) = result["population"]
+  assert pop["members"] == 8 and pop["population"]["min_s"] > 0
+  saved = tmp_path / "state.npz"
+  device_steps.save_state({"a": np.arange(3.0)}, saved)
+  assert device_steps.load_state(saved, {"a": np.zeros(3)})["a"].tolist() == [0, 1, 2]
+  with pytest.raises(ValueError, match="not a state of this configuration"):
+    device_steps.load_state(saved, {"a": np.zeros(4)})
