@@ -302,6 +302,90 @@ def concentric_default_rate() -> str:
   return f"{_of(wins, len(seeds))} fresh seeds ({first}–{last})"
 
 
+# The step-time goals of a GPU against this 2-core CPU (issue 41).
+GPU_GOALS = {"concentric": 3, "swiss_roll": 3, "rot_mnist": 20, "nat_mnist": 20}
+STATES = {"initial": "initial", "trained": "trained", "warmup_step": "warm-up"}
+
+
+def _by_experiment(rows) -> dict:
+  return {row["experiment"]: row for row in rows}
+
+
+def gpu_step_table() -> str:
+  """docs/benchmarks-gpu.md: each default step on the GPU (device_steps.sh)
+  and on this 2-core CPU (device_steps.py), from the same state files."""
+  runs = _load("device_h200.json")
+  cpu = _by_experiment(runs["this_cpu"]["steps"])
+  rows = [
+    "| experiment (solver) | state | GPU ms | 2-core CPU ms | CPU / GPU | goal |",
+    "|---|---|---|---|---|---|",
+  ]
+  for name, gpu in _by_experiment(runs["device"]["steps"]).items():
+    for label, words in STATES.items():
+      if label in gpu:
+        ms = 1e3 * gpu[label]["min_s"]
+        cpu_ms = 1e3 * cpu[name][label]["min_s"]
+        rows.append(
+          f"| {name} (`{gpu['inference_method']}`) | {words} | {ms:.2f} | "
+          f"{cpu_ms:.1f} | {cpu_ms / ms:.1f}× | "
+          f"{'' if label == 'warmup_step' else f'≥ {GPU_GOALS[name]}×'} |"
+        )
+  return _block(rows)
+
+
+def gpu_variant_table() -> str:
+  """docs/benchmarks-gpu.md: the trained states' steps in each variant of
+  device_steps.sh, the alternating comparison and the profiler's census
+  (device_profile.py)."""
+  runs = _load("device_h200.json")
+  ab = _by_experiment(runs["profile"]["ab"])
+  traced = _by_experiment(runs["profile"]["trace"])
+  variants = [
+    _by_experiment(runs[key]["steps"])
+    for key in ("device", "device_graphs", "device_cpu_paths")
+  ]
+  rows = [
+    "| experiment | device paths | + command buffers | CPU paths "
+    "| alternating: device / CPU paths | profiled: wall, kernels busy "
+    "| kernels, host copies a step |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for name, row in ab.items():
+    steps = " | ".join(f"{1e3 * v[name]['trained']['min_s']:.2f}" for v in variants)
+    t = traced[name]
+    rows.append(
+      f"| {name} | {steps} | {row['device']:.2f} / {row['cpu']:.2f} "
+      f"| {t['wall_ms']:.2f}, {t['device_busy_ms']:.2f} "
+      f"| {t['kernels_per_step']:.0f}, {t['copies_per_step']:.0f} |"
+    )
+  return _block(rows)
+
+
+def gpu_population() -> str:
+  """docs/benchmarks-gpu.md: a default population's step against one member's."""
+  parts = []
+  for row in _load("device_h200.json")["device"]["population"]:
+    many, one = row["population"]["min_s"], row["single"]["min_s"]
+    parts.append(
+      f"{row['experiment']} {row['members']} members {1e3 * many:.2f} ms, one "
+      f"{1e3 * one:.2f} ms ({many / one:.2f}×)"
+    )
+  return "; ".join(parts)
+
+
+def gpu_likelihood() -> str:
+  """docs/benchmarks-gpu.md, README: the likelihood protocol on the GPU."""
+  runs = _load("device_h200.json")
+  ll = runs["device"]["likelihood"]
+  ab = runs["profile"]["likelihood"][0]
+  return (
+    f"{ll['points']} points × {ll['samples']} samples in {ll['seconds']:.0f} s "
+    f"({ll['first_chunk_s']:.0f} s of it the first chunk's compile); "
+    f"{ab['device']['points_per_s']:.0f} points/s against "
+    f"{ab['cpu']['points_per_s']:.1f} with the CPU's chunked solves"
+  )
+
+
 RENDERERS = {
   "concentric-default-rate": concentric_default_rate,
   "swiss-default-rate": swiss_default_rate,
@@ -312,6 +396,10 @@ RENDERERS = {
   "fit-rates": fit_rates,
   "fit-time": fit_time,
   "fit-anchor-table": fit_anchor_table,
+  "gpu-step-table": gpu_step_table,
+  "gpu-variant-table": gpu_variant_table,
+  "gpu-population": gpu_population,
+  "gpu-likelihood": gpu_likelihood,
 }
 
 
