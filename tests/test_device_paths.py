@@ -17,13 +17,15 @@ from vaells_jax.core.solvers import columns, exact
 
 
 def _both_paths(monkeypatch, solve):
-  jax.clear_caches()
+  """``solve()`` with the CPU's and the device's branches. The device run
+  sets a matmul precision (which a CPU computes alike) because it is part
+  of jax's cache keys: every jitted function traces again, with the forced
+  branch, and no other test's compiled programs are dropped."""
   cpu = solve()
   monkeypatch.setattr(backend, "per_platform", lambda cpu, other, *a: other(*a))
-  jax.clear_caches()
-  device = solve()
+  with jax.default_matmul_precision("highest"):
+    device = solve()
   monkeypatch.undo()
-  jax.clear_caches()
   return cpu, device
 
 

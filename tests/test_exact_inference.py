@@ -187,6 +187,7 @@ def test_dip_inside_the_first_grid_step_is_found():
   assert np.all(ours["converged"])
 
 
+@pytest.mark.whole_run  # a solver's quality at length
 def test_never_worse_than_fista_with_restarts():
   better = []
   for name in ("skew", "capped", "general"):

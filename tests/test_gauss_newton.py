@@ -81,6 +81,7 @@ def test_one_step_stays_in_the_trust_region():
 
 
 @pytest.mark.parametrize("num_ops", [1, 4])
+@pytest.mark.whole_run  # a solver's quality at length
 def test_as_good_as_pgd_from_the_same_starts(num_ops):
   # M = 4 > d = 2: the valley that proximal gradient needs hundreds of
   # iterations to follow; 1000 of them as the reference.

@@ -172,6 +172,7 @@ def test_more_restarts_are_never_worse(random_problem, random_solutions):
   assert np.any(objective < single * (1 - 1e-6))
 
 
+@pytest.mark.whole_run  # a solver's quality at length
 def test_lm_recovers_rotation_angle(rotation_f32):
   r = rotation_f32
   result = _to_numpy(
@@ -214,6 +215,7 @@ def test_lm_recovers_rotation_angle(rotation_f32):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.whole_run  # a solver's quality at length
 def test_lm_at_least_as_good_as_scipy_cg_reference(
   random_problem, random_solutions, dtype
 ):
@@ -240,6 +242,7 @@ def test_lm_at_least_as_good_as_scipy_cg_reference(
   assert np.any(np.asarray(result.coeffs) == 0.0)
 
 
+@pytest.mark.whole_run  # a solver's quality at length
 def test_lm_beats_proximal_gradient_on_stiff_anchor_pairs():
   # Training-step pairs as benchmarks/inference_speed.py draws them (d = 4
   # here, so the Taylor expm runs): anchors carried far by operators of norm
@@ -444,6 +447,7 @@ def test_works_under_vmap(rotation_f32):
 
 
 @pytest.mark.parametrize("method", ["fista", "pgd"])
+@pytest.mark.whole_run  # a solver's quality at length
 def test_batches_beyond_a_chunk_solve_each_pair_as_alone(random_problem, method):
   """Past ``CHUNK`` starts the solve runs in chunks; every pair's result is
   its result in a batch of its own chunk's size, wherever the cut falls."""

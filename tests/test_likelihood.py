@@ -68,6 +68,7 @@ def _model(**kw):
   return Model.create(config, data_dim), state, batch
 
 
+@pytest.mark.whole_run  # a solver's quality at length
 def test_log_weights_constants_with_identity_operators():
   """With psi = 0 every transport is the identity and a large l1 weight makes
   the inferred coefficients exactly 0, so each term has a closed form."""

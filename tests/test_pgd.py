@@ -106,6 +106,7 @@ def test_recovers_rotation_angle(rotation_psi, method):
 
 
 @pytest.mark.parametrize("dim,num_ops", [(2, 1), (2, 4), (6, 2)])
+@pytest.mark.whole_run  # a solver's quality at length
 def test_as_good_as_fista_from_the_same_starts(dim, num_ops):
   psi, z0, z1 = (np.asarray(a, np.float32) for a in _pairs(dim, num_ops, 60, 1))
   kwargs = dict(l1_weight=1e-5, key=jax.random.key(2), init_range=(-2.5, 2.5))
@@ -121,6 +122,7 @@ def test_as_good_as_fista_from_the_same_starts(dim, num_ops):
   assert np.mean(ours_obj <= fista_obj * 1.02 + 1e-9) >= 0.85
 
 
+@pytest.mark.whole_run  # a solver's quality at length
 def test_polish_never_raises_and_ends_where_scipy_does(monkeypatch):
   # d = 6, M = 4 (the natural-MNIST size), 100 proximal-gradient iterations.
   # The Levenberg-Marquardt steps after them never raise a pair's objective,
@@ -235,6 +237,7 @@ def test_iterations_and_convergence_flags(rotation_psi):
 
 
 @pytest.mark.parametrize("method", ["pgd", "gauss_newton"])
+@pytest.mark.whole_run  # a solver's quality at length
 def test_jit_and_vmap(rotation_psi, method):
   psi = rotation_psi.astype(np.float32)
   z0 = np.array([1.0, 0.0], np.float32)
