@@ -386,6 +386,45 @@ def gpu_likelihood() -> str:
   )
 
 
+def _ratios(names, labels) -> str:
+  """The range of this CPU's step time over the GPU's, over ``names`` and
+  ``labels`` (states)."""
+  runs = _load("device_h200.json")
+  gpu, cpu = (_by_experiment(runs[k]["steps"]) for k in ("device", "this_cpu"))
+  ratios = [
+    cpu[n][label]["min_s"] / gpu[n][label]["min_s"]
+    for n in names
+    for label in labels
+    if label in gpu[n]
+  ]
+  low, high = (
+    f"{x:.0f}" if x >= 10 else f"{x:.1f}" for x in (min(ratios), max(ratios))
+  )
+  return f"{low}×" if low == high else f"{low}–{high}×"
+
+
+def gpu_summary() -> str:
+  """README, docs/benchmarks.md: the GPU's steps against this CPU in a line."""
+  steps = ("initial", "trained")
+  ll = _load("device_h200.json")["device"]["likelihood"]
+  return (
+    f"rotated MNIST {_ratios(['rot_mnist'], steps)}, natural MNIST "
+    f"{_ratios(['nat_mnist'], steps)}, warm-up "
+    f"{_ratios(['rot_mnist', 'nat_mnist'], ['warmup_step'])}, synthetic "
+    f"{_ratios(['concentric', 'swiss_roll'], steps)} (launch-bound); "
+    f"likelihood {ll['points']} × {ll['samples']} in {ll['seconds']:.0f} s"
+  )
+
+
+def gpu_trained_ms() -> str:
+  """README: the trained states' GPU step times."""
+  gpu = _by_experiment(_load("device_h200.json")["device"]["steps"])
+  return " / ".join(
+    f"{1e3 * gpu[n]['trained']['min_s']:.{1 if n.endswith('mnist') else 2}f}"
+    for n in ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
+  )
+
+
 RENDERERS = {
   "concentric-default-rate": concentric_default_rate,
   "swiss-default-rate": swiss_default_rate,
@@ -400,6 +439,8 @@ RENDERERS = {
   "gpu-variant-table": gpu_variant_table,
   "gpu-population": gpu_population,
   "gpu-likelihood": gpu_likelihood,
+  "gpu-summary": gpu_summary,
+  "gpu-trained-ms": gpu_trained_ms,
 }
 
 

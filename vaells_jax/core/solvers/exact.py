@@ -57,9 +57,9 @@ from vaells_jax.core.expm import expm_small
 
 __all__ = [
   "CANDIDATES",
+  "DEVICE_PAIR_BLOCK",
   "GRID_ANGLE",
   "GRID_STEPS",
-  "DEVICE_PAIR_BLOCK",
   "PAIR_BLOCK",
   "grid_spacing",
   "solve_exact",
