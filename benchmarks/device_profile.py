@@ -32,7 +32,7 @@ import original_method as om  # noqa: E402  (first: pins BLAS threads)
 
 import device_steps  # noqa: E402
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
+from train_step import _interleaved  # noqa: E402
 
 from vaells_jax.core import backend  # noqa: E402
 from vaells_jax.evaluation.likelihood import importance_log_likelihood  # noqa: E402
@@ -42,20 +42,18 @@ DEVICE_PATHS = backend.per_platform
 
 
 def _paths(device: bool) -> None:
-  backend.per_platform = DEVICE_PATHS if device else (lambda cpu, other, *a: cpu(*a))
+  if device:
+    backend.per_platform = DEVICE_PATHS
+  else:
+    device_steps.cpu_paths()
   jax.clear_caches()
 
 
 def _setup(name, mnist_dir, states):
-  config, data, model = om.experiment(name, "paper", mnist_dir)
-  initial = om.seed_state(config, data, config.warmup_steps)
-  state = initial
-  saved = pathlib.Path(states) / f"{name}.npz"
-  if saved.exists():
-    state = device_steps.load_state(saved, initial)
-    state = state.replace(step=max(state.step, initial.step))
-  batch, key = om.step_batch(config, data, config.warmup_steps)
-  return config, data, model, state, batch, key
+  config, data, model, initial, trained, batch, key = device_steps.experiment_states(
+    name, mnist_dir, states
+  )
+  return config, data, model, initial if trained is None else trained, batch, key
 
 
 def ab_steps(name, mnist_dir, states, repeats) -> dict:
@@ -66,25 +64,20 @@ def ab_steps(name, mnist_dir, states, repeats) -> dict:
     step = train.make_train_step(model).programs[-1]
     programs["device" if device else "cpu"] = step.lower(state, batch, key).compile()
   _paths(True)
-  times = {label: [] for label in programs}
-  for program in programs.values():
-    jax.block_until_ready(program(state, batch, key))
-  for _ in range(repeats):
-    for label, program in programs.items():
-      start = time.perf_counter()
-      jax.block_until_ready(program(state, batch, key))
-      times[label].append(time.perf_counter() - start)
+  times = _interleaved(
+    {label: lambda p=p: p(state, batch, key) for label, p in programs.items()},
+    repeats,
+  )
   return {
     "experiment": name,
-    **{label: 1e3 * float(np.median(t)) for label, t in times.items()},
-    **{f"{label}_min": 1e3 * min(t) for label, t in times.items()},
+    **{label: 1e3 * t["median_s"] for label, t in times.items()},
+    **{f"{label}_min": 1e3 * t["min_s"] for label, t in times.items()},
   }
 
 
 def ab_likelihood(mnist_dir, states, points, samples, chunk) -> dict:
   _, data, model, state, _, _ = _setup("nat_mnist", mnist_dir, states)
-  x = np.asarray(data.x_test[:points], np.float32)
-  batch = {"x": x, "source": {"x": x, "label": np.asarray(data.labels_test[:points])}}
+  batch = device_steps.likelihood_batch(data, points)
   row = {"points": points, "samples": samples, "chunk": chunk}
   for device in (False, True):
     _paths(device)
@@ -159,13 +152,15 @@ def main(argv=None) -> dict:
   parser.add_argument("--json", default=None)
   args = parser.parse_args(argv)
   names = args.experiments.split(",")
-  result = {"environment": device_steps.environment(), "ab": [], "trace": []}
+  result = {
+    "environment": device_steps.environment(),
+    "ab": [],
+    "trace": [],
+    "likelihood": [],
+  }
 
   def save(key, row):
-    if key in result:
-      result[key].append(row)
-    else:
-      result[key] = [row]
+    result[key].append(row)
     print(json.dumps(row), flush=True)
     if args.json:
       pathlib.Path(args.json).write_text(json.dumps(result, indent=2))

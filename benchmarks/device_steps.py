@@ -44,6 +44,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import original_method as om  # noqa: E402  (first: pins BLAS threads)
+from train_step import _interleaved  # noqa: E402
 
 # isort: split
 
@@ -109,32 +110,48 @@ def census(step, *args) -> dict:
 
 
 def _times(fn, repeats: int) -> dict:
-  start = time.perf_counter()
-  jax.block_until_ready(fn())
-  first = time.perf_counter() - start
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - start)
-  return {"first_s": first, "min_s": min(times), "median_s": float(np.median(times))}
+  """First call and min / median of ``repeats`` calls of ``fn``, in s."""
+  return _interleaved({"fn": fn}, repeats)["fn"]
+
+
+def cpu_paths() -> None:
+  """Every per-backend choice takes the CPU's branch, on any device."""
+  backend.per_platform = lambda cpu, other, *a: cpu(*a)
+
+
+def experiment_states(name, mnist_dir, states, overrides=None):
+  """``(config, data, model, initial, trained, batch, key)`` of an
+  experiment's paper config as one member: ``initial`` the seed's state
+  (MNIST's past warm-up), ``trained`` the state file in ``states`` (None
+  without one), its step counter past warm-up too, so that the step infers;
+  ``batch`` and ``key`` those of the first step past warm-up."""
+  config, data, model = om.experiment(name, "paper", mnist_dir, **(overrides or {}))
+  initial = om.seed_state(config, data, config.warmup_steps)
+  trained = None
+  saved = pathlib.Path(states or "") / f"{name}.npz"
+  if states and saved.exists():
+    trained = load_state(saved, initial)
+    trained = trained.replace(step=max(trained.step, initial.step))
+  batch, key = om.step_batch(config, data, config.warmup_steps)
+  return config, data, model, initial, trained, batch, key
+
+
+def likelihood_batch(data, points: int) -> dict:
+  """The first ``points`` test digits as the likelihood protocol reads them."""
+  x = np.asarray(data.x_test[:points], np.float32)
+  return {"x": x, "source": {"x": x, "label": np.asarray(data.labels_test[:points])}}
 
 
 def time_steps(name, repeats, mnist_dir, states, overrides) -> dict:
   """One experiment's step on each state (module docstring)."""
-  config, data, model = om.experiment(name, "paper", mnist_dir, **overrides)
-  initial = om.seed_state(config, data, config.warmup_steps)
-  batch, key = om.step_batch(config, data, config.warmup_steps)
+  config, _, model, initial, trained, batch, key = experiment_states(
+    name, mnist_dir, states, overrides
+  )
   # The jitted programs themselves (the loop's PhasedStep picks one on the
   # host from the step it returned last, without waiting for the device).
   phased = train.make_train_step(model)
   step, warmup = phased.programs[-1], phased.programs[0]
-  runs = {"initial": initial}
-  saved = pathlib.Path(states or "") / f"{name}.npz"
-  if states and saved.exists():
-    trained = load_state(saved, initial)
-    # MNIST: its own batch position; the step must infer (past warm-up).
-    runs["trained"] = trained.replace(step=max(trained.step, initial.step))
+  runs = {"initial": initial} | ({} if trained is None else {"trained": trained})
   row = {
     "experiment": name,
     "inference_method": config.inference_method,
@@ -188,13 +205,11 @@ def time_likelihood(
   mnist_dir, states, points, samples, chunk, seconds, overrides
 ) -> dict:
   """The likelihood protocol on nat_mnist's trained (else initial) state."""
-  config, data, model = om.experiment("nat_mnist", "paper", mnist_dir, **overrides)
-  state = om.seed_state(config, data)
-  saved = pathlib.Path(states or "") / "nat_mnist.npz"
-  if states and saved.exists():
-    state = load_state(saved, state)
-  x = np.asarray(data.x_test[:points], np.float32)
-  batch = {"x": x, "source": {"x": x, "label": np.asarray(data.labels_test[:points])}}
+  _, data, model, initial, trained, _, _ = experiment_states(
+    "nat_mnist", mnist_dir, states, overrides
+  )
+  state = initial if trained is None else trained
+  batch = likelihood_batch(data, points)
   key = jax.random.PRNGKey(0)
   done, start, first, values = 0, time.perf_counter(), None, []
   while done < points and time.perf_counter() - start < seconds:
@@ -254,8 +269,8 @@ def main(argv=None) -> dict:
     runs = {"nat_mnist": args.nat_run, "rot_mnist": args.rot_run}
     make_states(pathlib.Path(args.make_states), args.mnist_dir, runs)
     return {}
-  if os.environ.get("VAELLS_CPU_PATHS") == "1":  # the CPU's choices everywhere
-    backend.per_platform = lambda cpu, other, *a: cpu(*a)
+  if os.environ.get("VAELLS_CPU_PATHS") == "1":
+    cpu_paths()
   overrides, repeats = {}, args.repeats
   if args.tiny:
     overrides, repeats = {"batch_size": 4}, 1
