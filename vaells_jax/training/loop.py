@@ -236,29 +236,11 @@ def train_loop(
     check_data(config, data)
   workdir = pathlib.Path(workdir)
   main = is_main()  # across processes, process 0 alone touches the workdir
-  if not main:
-    log = _quiet
-  found = saved_steps(workdir) if main else []
-  if found and not resume and not checked:
-    raise ValueError(
-      f"{workdir} already holds checkpoints (steps "
-      f"{found}); resume that run or use an empty "
-      "workdir."
-    )
-  if main:
-    workdir.mkdir(parents=True, exist_ok=True)
+  log = log if main else _quiet
   identity = run_identity(config, data)
-  log(f"building the {config.model} model ...")
-  key = jax.random.PRNGKey(config.seed)
-  state = init(key, config, data)
-  if found:
-    state = restore_checkpoint(
-      workdir, checkpointable(state), identity=identity, verify=not checked
-    )
-    log(f"resuming from the checkpoint at step {int(state.step)}")
-  elif resume:
-    log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
-  state = broadcast_from_main(state)
+  state, found = _initial_state(
+    config, data, workdir, init, identity, resume, checked, main, log
+  )
   first_step = int(state.step)
   metrics_path = workdir / METRICS_NAME if main else pathlib.Path(os.devnull)
   if main:
@@ -279,12 +261,11 @@ def train_loop(
   step_key = jax.random.PRNGKey(config.seed + 1)
   if first_step < config.num_steps:
     log("compiling the training step (the first step; 10-60 s on a CPU) ...")
-  start = last_time = time.perf_counter()
-  compile_time, last_step = 0.0, first_step
+  start = time.perf_counter()
+  compile_time = 0.0
   streak = None  # bad_streak of the previous step, read one step late
-  window = None  # metric sums since the last logged line, on the host
-  pending = None  # the previous step's metrics, summed once it has finished
   with deferred_signals() as signals, open(metrics_path, "a") as metrics_file:
+    lines = _Lines(metrics_file, first_step, config.num_steps, log, describe)
     for step in range(first_step, config.num_steps):
       in_block = (step - first_step) % _KEY_BLOCK
       if in_block == 0:
@@ -300,27 +281,14 @@ def train_loop(
       # Only the previous step's results are read here (its metrics and
       # counter, on the host), so the device runs the step just dispatched
       # meanwhile. A population stops when every member is failing.
-      if pending is not None:
-        window = _accumulate(window, pending)
-      pending = metrics
+      lines.add(metrics)
       if streak is not None:
-        # On the host: np.min would call jax's min, a device program.
-        bad = int(np.asarray(streak).min())
-        if bad == 1:
-          log(f"step {step}: non-finite loss; network step skipped, Psi step rejected")
-        if bad >= config.max_bad_steps:
-          raise TrainingDiverged(
-            f"{bad} consecutive steps up to step {step} had a non-finite "
-            f"loss (config.max_bad_steps={config.max_bad_steps}). Likely "
-            f"cause: {diagnose(previous, config)}. The last good "
-            f"checkpoint is kept in {workdir / CHECKPOINT_DIR} (steps "
-            f"{checkpoint_steps(workdir)})."
-          )
+        _stop_if_diverged(streak, step, previous, config, log, diagnose, workdir)
       streak = state.bad_streak
       if step == first_step:
         jax.block_until_ready(state)
         compile_time = time.perf_counter() - start
-        last_time = time.perf_counter()
+        lines.restart_clock()
         log(
           f"compiled in {compile_time:.1f} s; training steps {first_step + 1}.."
           f"{config.num_steps} ..."
@@ -329,35 +297,8 @@ def train_loop(
       if progress is not None:
         progress(done, config.num_steps)
       if done % config.log_every == 0 or done == config.num_steps:
-        now = time.perf_counter()
-        window = _accumulate(window, pending)
-        metrics = _window_means(window, metrics, done - max(last_step, first_step))
-        rate = (done - max(last_step, first_step + 1)) / max(now - last_time, 1e-9)
-        last_time, last_step, window, pending = now, done, None, None
-        metrics_file.write(
-          json.dumps({"step": done, **metrics, "steps_per_s": rate}) + "\n"
-        )
-        metrics_file.flush()
-        log(_log_line(done, metrics, rate, config.num_steps, describe))
-      if done == config.num_steps:
-        # Failed steps change no parameters, so the final state is kept as is.
-        if int(np.min(state.bad_streak)):
-          log(
-            f"warning: the last {int(np.min(state.bad_streak))} steps had a "
-            "non-finite loss"
-          )
-        save(state)
-        if signals:
-          raise TrainingInterrupted(signals[0], done)
-      elif signals:
-        # Failed steps change no parameters, so this state is resumable too.
-        save(state)
-        raise TrainingInterrupted(signals[0], done)
-      elif done % config.checkpoint_every == 0:
-        if int(np.min(state.bad_streak)) == 0:
-          save(state)
-        else:
-          log(f"step {done}: checkpoint skipped while steps are failing")
+        lines.write(done, metrics)
+      _save_or_stop(done, state, signals, save, config, log)
   if not found and first_step >= config.num_steps:
     save(state)  # nothing to train (a population kept at its last step)
   train_time = time.perf_counter() - start - compile_time
@@ -367,3 +308,102 @@ def train_loop(
     "compile_time_s": compile_time,
     "resumed_from_step": first_step,
   }
+
+
+def _initial_state(config, data, workdir, init, identity, resume, checked, main, log):
+  """The state to train from, restored from the workdir's latest checkpoint
+  where it has one, and whether it had: ``(state, found)``."""
+  found = saved_steps(workdir) if main else []
+  if found and not resume and not checked:
+    raise ValueError(
+      f"{workdir} already holds checkpoints (steps "
+      f"{found}); resume that run or use an empty "
+      "workdir."
+    )
+  if main:
+    workdir.mkdir(parents=True, exist_ok=True)
+  log(f"building the {config.model} model ...")
+  state = init(jax.random.PRNGKey(config.seed), config, data)
+  if found:
+    state = restore_checkpoint(
+      workdir,
+      checkpointable(state),
+      identity=identity,
+      verify=not checked,
+    )
+    log(f"resuming from the checkpoint at step {int(state.step)}")
+  elif resume:
+    log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
+  return broadcast_from_main(state), bool(found)
+
+
+class _Lines:
+  """``metrics.jsonl``'s lines and the log's: each metric's mean over the
+  steps since the previous line, summed on the host one step late."""
+
+  def __init__(self, file, first_step: int, total: int, log, describe):
+    self.file, self.first_step, self.total = file, first_step, total
+    self.log, self.describe = log, describe
+    self.window = None  # metric sums since the last line, on the host
+    self.pending = None  # the previous step's metrics, summed once it finished
+    self.last_step, self.last_time = first_step, time.perf_counter()
+
+  def add(self, metrics) -> None:
+    """The step just dispatched; the one before it is summed (it has finished)."""
+    if self.pending is not None:
+      self.window = _accumulate(self.window, self.pending)
+    self.pending = metrics
+
+  def restart_clock(self) -> None:
+    """Rates count from now (after the first step's compilation)."""
+    self.last_time = time.perf_counter()
+
+  def write(self, done: int, metrics) -> None:
+    """The line of step ``done`` (``metrics``: that step's own)."""
+    now = time.perf_counter()
+    window = _accumulate(self.window, self.pending)
+    count = done - max(self.last_step, self.first_step)
+    means = _window_means(window, metrics, count)
+    steps = done - max(self.last_step, self.first_step + 1)
+    rate = steps / max(now - self.last_time, 1e-9)
+    self.last_time, self.last_step, self.window, self.pending = now, done, None, None
+    self.file.write(json.dumps({"step": done, **means, "steps_per_s": rate}) + "\n")
+    self.file.flush()
+    self.log(_log_line(done, means, rate, self.total, self.describe))
+
+
+def _stop_if_diverged(streak, step, previous, config, log, diagnose, workdir) -> None:
+  """Logs the first failing step of a streak and raises
+  :class:`TrainingDiverged` after ``config.max_bad_steps`` in a row."""
+  bad = int(np.asarray(streak).min())  # on the host: np.min would run a program
+  if bad == 1:
+    log(f"step {step}: non-finite loss; network step skipped, Psi step rejected")
+  if bad >= config.max_bad_steps:
+    raise TrainingDiverged(
+      f"{bad} consecutive steps up to step {step} had a non-finite "
+      f"loss (config.max_bad_steps={config.max_bad_steps}). Likely "
+      f"cause: {diagnose(previous, config)}. The last good "
+      f"checkpoint is kept in {workdir / CHECKPOINT_DIR} (steps "
+      f"{checkpoint_steps(workdir)})."
+    )
+
+
+def _save_or_stop(done, state, signals, save, config, log) -> None:
+  """Checkpoints after step ``done`` where due; stops after a signal. Reads
+  the state's failing streak (waiting for the step) only where it saves."""
+  if done == config.num_steps:
+    # Failed steps change no parameters, so the final state is kept as is.
+    if failing := int(np.min(state.bad_streak)):
+      log(f"warning: the last {failing} steps had a non-finite loss")
+    save(state)
+    if signals:
+      raise TrainingInterrupted(signals[0], done)
+  elif signals:
+    # Failed steps change no parameters, so this state is resumable too.
+    save(state)
+    raise TrainingInterrupted(signals[0], done)
+  elif done % config.checkpoint_every == 0:
+    if int(np.min(state.bad_streak)) == 0:
+      save(state)
+    else:
+      log(f"step {done}: checkpoint skipped while steps are failing")
