@@ -44,7 +44,12 @@ def test_device_squarings_are_the_cpu_squarings(monkeypatch):
 
 
 @pytest.mark.parametrize(
-  "method, num_ops, dim", [("gauss_newton", 2, 2), ("pgd", 3, 4), ("exact", 1, 3)]
+  "method, num_ops, dim",
+  [  # the two 8-21 s solves run with CI's whole runs
+    pytest.param("gauss_newton", 2, 2, marks=pytest.mark.whole_run),
+    pytest.param("pgd", 3, 4, marks=pytest.mark.whole_run),
+    ("exact", 1, 3),
+  ],
 )
 def test_device_paths_solve_as_the_cpu_paths(monkeypatch, method, num_ops, dim):
   # More pairs than a CPU chunk (and, for exact, than a CPU block), so the CPU
