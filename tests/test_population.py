@@ -16,7 +16,7 @@ from tiny import TINY, TINY_DATA
 from vaells_jax import api
 from vaells_jax.runs.runner import train_and_evaluate
 from vaells_jax.runs.sensitivity import auc, summarise_study
-from vaells_jax.training import population
+from vaells_jax.training import coverage, population
 from vaells_jax.training.step import init_state
 
 DATA = TINY_DATA
@@ -114,10 +114,10 @@ def test_latent_coverage_tells_a_rotation_from_other_operators():
   rotation = np.asarray([[[0.0, -1.0], [1.0, 0.0]]])
   scaling = np.asarray([[[0.3, 0.0], [0.0, 0.3]]])
   shear = np.asarray([[[0.0, 1.0], [0.0, 0.0]]])
-  assert population.latent_coverage(codes, labels, rotation) == 1.0
-  assert population.latent_coverage(codes, labels, scaling) < 0.1
-  assert population.latent_coverage(codes, labels, shear) < 0.2
-  assert population.latent_coverage(codes, labels, np.full((1, 2, 2), np.nan)) == 0.0
+  assert coverage.latent_coverage(codes, labels, rotation) == 1.0
+  assert coverage.latent_coverage(codes, labels, scaling) < 0.1
+  assert coverage.latent_coverage(codes, labels, shear) < 0.2
+  assert coverage.latent_coverage(codes, labels, np.full((1, 2, 2), np.nan)) == 0.0
 
 
 def test_the_wide_radius_credits_a_spiral_that_follows_a_roll_roughly():
@@ -130,12 +130,12 @@ def test_the_wide_radius_credits_a_spiral_that_follows_a_roll_roughly():
   labels = np.zeros(len(codes), int)
   growth = np.log(3.0) / (3 * np.pi)
   spiral = np.asarray([[[growth, -1.0], [1.0, growth]]])
-  wide = population.COVERAGE_RADII["latent_coverage_wide"]
-  assert population.latent_coverage(codes, labels, spiral) < 0.4
-  assert population.latent_coverage(codes, labels, spiral, radius=wide) > 0.8
+  wide = coverage.COVERAGE_RADII["latent_coverage_wide"]
+  assert coverage.latent_coverage(codes, labels, spiral) < 0.4
+  assert coverage.latent_coverage(codes, labels, spiral, radius=wide) > 0.8
   for other in ([[0.0, -1.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]):
     other = np.asarray([other])  # a rotation, a scaling
-    assert population.latent_coverage(codes, labels, other, radius=wide) < 0.5
+    assert coverage.latent_coverage(codes, labels, other, radius=wide) < 0.5
 
 
 def test_selection_picks_what_the_signal_names():
@@ -198,17 +198,22 @@ def test_auc_and_study_summary():
 
 
 @pytest.mark.whole_run
-@pytest.mark.parametrize("select_at", [0.5, 1.0])  # 1.0: kept at the end
-def test_population_run_selects_continues_and_loads_the_winner(tmp_path, select_at):
+@pytest.mark.parametrize(  # 1.0: kept at the end, as the swiss roll's default
+  "select_at, signal", [(0.5, "latent_coverage"), (1.0, "data_coverage")]
+)
+def test_population_run_selects_continues_and_loads_the_winner(
+  tmp_path, select_at, signal
+):
   lines = []
-  config = dataclasses.replace(SMALL, select_at=select_at)
+  config = dataclasses.replace(SMALL, select_at=select_at, select_signal=signal)
   trained, summary = train_and_evaluate(config, DATA, tmp_path, log=lines.append)
   selection = json.loads((tmp_path / "population" / "selection.json").read_text())
   winner = selection["selected_member"]
   assert summary["population"]["selected_member"] == winner
   assert summary["population"]["select_step"] == round(select_at * SMALL.num_steps)
   signals = selection["signals"]
-  assert set(signals) >= {"latent_coverage", "psi_rejected", "loss"}
+  assert set(signals) >= {"latent_coverage", "psi_rejected", "loss", signal}
+  assert ("sample_distance" in signals) == (signal == "data_coverage")
   np.testing.assert_allclose(
     signals["latent_coverage_both"],
     np.add(signals["latent_coverage"], signals["latent_coverage_wide"]),
@@ -312,15 +317,31 @@ def test_coverage_ranks_weigh_both_radii_alike():
   narrow, wide = [0.1, 0.5, 0.3, 0.3], [0.9, 0.8, 0.85, 0.7]
   # narrow ranks 0, 3, 1.5, 1.5 (a tie shares its mean); wide 3, 1, 2, 0
   sums = np.array([3.0, 4.0, 3.5, 1.5]) + np.add(narrow, wide) / 10
-  np.testing.assert_allclose(population.coverage_ranks(narrow, wide), sums)
+  np.testing.assert_allclose(coverage.coverage_ranks(narrow, wide), sums)
   # Four members of a swiss-roll run (seed 125): the plain sum keeps the one
   # with the highest narrow score (member 0, which followed only part of
   # the roll); the ranks keep member 1 (a wide score above it too).
   narrow, wide = [0.549, 0.508, 0.446, 0.276], [0.866, 0.882, 0.890, 0.879]
   signals = {
-    "latent_coverage_ranks": population.coverage_ranks(narrow, wide).tolist(),
+    "latent_coverage_ranks": coverage.coverage_ranks(narrow, wide).tolist(),
     "latent_coverage_both": np.add(narrow, wide).tolist(),
     "loss": [0.0] * 4,
   }
   assert population.select(signals, "latent_coverage_ranks")[0] == 1
   assert population.select(signals, "latent_coverage_both")[0] == 0
+
+
+def test_data_coverage_ties_go_to_the_prior_samples_nearest_the_data():
+  # As on seed 163 of the swiss roll: members carry a point along the whole
+  # roll (data_coverage 1); the loss would keep member 2, whose prior
+  # samples lie far off the roll.
+  signals = {
+    "data_coverage": [0.9, 1.0, 1.0, 1.0, float("nan")],
+    "sample_distance": [0.1, 1.2, 3.5, 0.8, 0.0],
+    "loss": [-2.0, -0.5, -0.9, -0.4, -3.0],
+  }
+  best, reason = population.select(signals, "data_coverage")
+  assert best == 3
+  assert "of the 3 tied, the lowest sample_distance (0.8)" in reason
+  del signals["sample_distance"]  # a run that did not record it: the loss
+  assert population.select(signals, "data_coverage")[0] == 2

@@ -42,6 +42,7 @@ SELECT_SIGNALS = (
   "latent_coverage_wide",
   "latent_coverage_both",
   "latent_coverage_ranks",
+  "data_coverage",
   "psi_rejected",
   "loss",
   "log_p",

@@ -6,7 +6,7 @@ signals, the thresholds and the reasons. The thresholds were calibrated on
 the families of ``benchmarks/fit_battery.py`` and checked on others
 (docs/fit.md):
 
-* ``latent_coverage`` (:func:`vaells_jax.training.population.latent_coverage`):
+* ``latent_coverage`` (:func:`vaells_jax.training.coverage.latent_coverage`):
   the fraction of each class's encodings that the strongest operator's orbits
   pass within 3 spacings. Near 1 when an operator moves points along their
   class's manifold.
@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vaells_jax.training.population import (
-  OPERATOR_NORM_LIMIT,
-  coverage_signals,
-  coverage_subset,
-)
+from vaells_jax.training.coverage import coverage_signals, coverage_subset
+from vaells_jax.training.population import OPERATOR_NORM_LIMIT
 
 __all__ = [
   "THRESHOLDS",

@@ -30,6 +30,14 @@ from vaells_jax.data.files import atomic_write_text
 from vaells_jax.models.vaells import Model
 from vaells_jax.training import loop
 from vaells_jax.training.checkpoint import restore_checkpoint
+from vaells_jax.training.coverage import (
+  COVERAGE_RADII,
+  combined_coverages,
+  coverage_signals,
+  coverage_subset,
+  member_data_coverage,
+  member_sample_distance,
+)
 from vaells_jax.training.guards import (
   TrainingInterrupted,
   batch_indices,
@@ -51,9 +59,7 @@ __all__ = [
   "SIGNAL_BATCHES",
   "init_population",
   "MemberGroups",
-  "combined_coverages",
   "core_count",
-  "coverage_ranks",
   "describe_members",
   "make_population_step",
   "member_groups",
@@ -78,7 +84,13 @@ SIGN = {
   "latent_coverage_wide": -1.0,
   "latent_coverage_both": -1.0,
   "latent_coverage_ranks": -1.0,
+  "data_coverage": -1.0,
+  "sample_distance": 1.0,
 }
+# Ties of a signal are broken by another before the loss: many members carry
+# a point along the whole swiss roll (data_coverage 1); of those, the one
+# whose prior samples lie nearest the data (docs/population-swiss-roll.md).
+TIE_BREAK = {"data_coverage": "sample_distance"}
 
 
 def selection_step(config: Config) -> int:
@@ -358,8 +370,16 @@ def selection_signals(state, config: Config, data: Dataset, step_fn) -> dict:
   * ``loss``, ``log_p``, ``log_q``, ``recon``: the loss and its terms, averaged
     over :data:`SIGNAL_BATCHES` training batches (fixed by the seed), as the
     step computes them (the parameters are not updated);
-  * ``latent_coverage``, ``latent_coverage_wide`` (:func:`latent_coverage`)
-    and their two combinations (:func:`combined_coverages`);
+  * ``latent_coverage``, ``latent_coverage_wide``
+    (:func:`~vaells_jax.training.coverage.latent_coverage`) and their two
+    combinations (:func:`~vaells_jax.training.coverage.combined_coverages`);
+  * ``data_coverage``: how much of its class's training points the decoded
+    orbit from an anchor passes on the data
+    (:func:`~vaells_jax.training.coverage.data_coverage`), and
+    ``sample_distance``: how far decoded prior samples lie from the data
+    (:func:`~vaells_jax.training.coverage.member_sample_distance`), only
+    where ``config.select_signal`` is ``data_coverage`` (they decode every
+    member's orbits and samples: seconds on a CPU);
   * ``operator_norm``: the largest Frobenius norm of the member's operators
     (a member above :data:`OPERATOR_NORM_LIMIT` blew up and is not kept).
 
@@ -397,117 +417,33 @@ def selection_signals(state, config: Config, data: Dataset, step_fn) -> dict:
   for name in COVERAGE_RADII:
     signals[name] = [member_scores[name] for member_scores in scores]
   signals.update(combined_coverages(signals))
+  if config.select_signal == "data_coverage":  # decodes orbits and samples
+    signals.update(_data_signals(members, model, config, x[subset], labels[subset]))
   norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
   signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
 
 
-COVERAGE_POINTS = 500  # training points encoded for latent_coverage
-COVERAGE_STARTS = 10  # orbit starts per class
-COVERAGE_ORBIT_POINTS = 400
-# The radius of each coverage signal, in median nearest-neighbour spacings of
-# the encodings: 3 separates the concentric circles' draws; on the swiss roll,
-# whose encodings an exponential orbit follows only roughly, 20 does
-# (docs/population-swiss-roll.md, "Which signal at the end").
-COVERAGE_RADII = {"latent_coverage": 3.0, "latent_coverage_wide": 20.0}
-
-
-def latent_coverage(
-  latents, labels, psi, seed: int = 0, radius: float = COVERAGE_RADII["latent_coverage"]
-) -> float:
-  """How much of each class's encodings the dominant operator's orbits pass.
-
-  From :data:`COVERAGE_STARTS` encodings of each class, the orbit
-  ``expm(t Psi_m) z`` of the strongest operator ``m`` (largest Frobenius
-  norm) is followed a full turn each way of its fastest rotation
-  (``|t| <= 2 pi / max |Im eig Psi_m|``); the score is the fraction of the
-  class's encodings within ``radius`` median nearest-neighbour
-  spacings of the orbit, averaged over starts and classes: near 1 when one
-  operator moves points along their class's manifold, near 0 otherwise. It
-  needs the encodings and classes only, no ground truth: the latent-space
-  counterpart of ``orbit_coverage`` (on the concentric circles, 10 seeds x
-  8 dictionary draws, it separates the runs that learned the circles from the
-  others completely at the end of training; docs/population.md, "Which signal").
-
-  Args:
-    latents: encodings ``[N, d]``.
-    labels: classes ``[N]``.
-    psi: operators ``[M, d, d]``.
-    seed: picks the starts.
-    radius: in median nearest-neighbour spacings (:data:`COVERAGE_RADII`).
-
-  Returns:
-    The score in ``[0, 1]``.
-  """
-  return _coverages(latents, labels, psi, seed, (radius,))[0]
-
-
-def combined_coverages(signals: dict) -> dict:
-  """``latent_coverage_both`` (the sum) and ``latent_coverage_ranks``."""
-  narrow, wide = (signals[name] for name in COVERAGE_RADII)
+def _data_signals(members, model, config: Config, x, labels) -> dict:
+  """``data_coverage`` and ``sample_distance`` of each member."""
+  key = jax.random.PRNGKey(config.seed + 4)
   return {
-    "latent_coverage_both": np.add(narrow, wide).tolist(),
-    "latent_coverage_ranks": coverage_ranks(narrow, wide).tolist(),
+    "data_coverage": [
+      member_data_coverage(model, m.params, x, labels) for m in members
+    ],
+    "sample_distance": [
+      member_sample_distance(
+        model,
+        m.params,
+        x,
+        labels,
+        key,
+        laplace_scale=1.0 / config.zeta3,
+        gamma=config.gamma,
+      )
+      for m in members
+    ],
   }
-
-
-def coverage_ranks(narrow, wide) -> np.ndarray:
-  """Each member's rank by ``latent_coverage`` plus its rank by
-  ``latent_coverage_wide`` (0 the lowest, ties share their mean rank), plus a
-  tenth of their sum (orders equal sums). Ranks weigh the two radii alike; in
-  ``latent_coverage_both`` the narrow one, which varies more, mostly decides."""
-  narrow, wide = np.asarray(narrow, np.float64), np.asarray(wide, np.float64)
-
-  def ranks(x):
-    below = (x[None, :] < x[:, None]).sum(axis=1)
-    ties = (x[None, :] == x[:, None]).sum(axis=1) - 1
-    return below + 0.5 * ties
-
-  return ranks(narrow) + ranks(wide) + (narrow + wide) / 10
-
-
-def coverage_subset(num_points: int, seed: int) -> np.ndarray:
-  """The indices of the (at most :data:`COVERAGE_POINTS`) points encoded for
-  the coverage signals, drawn by ``seed``."""
-  return np.random.default_rng(seed).permutation(num_points)[:COVERAGE_POINTS]
-
-
-def coverage_signals(latents, labels, psi, seed: int) -> dict:
-  """:func:`latent_coverage` at every radius of :data:`COVERAGE_RADII`, by
-  name, from one set of orbits."""
-  scores = _coverages(latents, labels, psi, seed, tuple(COVERAGE_RADII.values()))
-  return dict(zip(COVERAGE_RADII, scores, strict=True))
-
-
-def _coverages(latents, labels, psi, seed: int, radii) -> list[float]:
-  """:func:`latent_coverage` at each of the ``radii`` (one set of orbits)."""
-  latents, psi = np.asarray(latents, np.float64), np.asarray(psi, np.float64)
-  op = psi[int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))]
-  if not np.all(np.isfinite(op)) or not np.all(np.isfinite(latents)):
-    return [0.0] * len(radii)
-  rate = max(float(np.abs(np.linalg.eigvals(op).imag).max()), 1e-6)
-  ts = np.linspace(-2 * np.pi / rate, 2 * np.pi / rate, COVERAGE_ORBIT_POINTS)
-  eigval, eigvec = np.linalg.eig(op)
-  inverse = np.linalg.pinv(eigvec)
-  with np.errstate(all="ignore"):
-    flows = np.real(  # expm(t op) from one eigendecomposition: [T, d, d]
-      np.einsum("ij,tj,jk->tik", eigvec, np.exp(ts[:, None] * eigval), inverse)
-    )
-  gaps = np.linalg.norm(latents[:, None] - latents[None], axis=-1)
-  np.fill_diagonal(gaps, np.inf)
-  spacing = np.median(gaps.min(axis=1))
-  rng = np.random.default_rng(seed)
-  scores = [[] for _ in radii]
-  for c in np.unique(labels):
-    points = latents[labels == c]
-    for i in rng.choice(len(points), min(COVERAGE_STARTS, len(points)), replace=False):
-      with np.errstate(all="ignore"):
-        orbit = flows @ points[i]  # [T, d]
-        near = np.linalg.norm(points[:, None] - orbit[None], axis=-1).min(axis=1)
-      near = np.nan_to_num(near, nan=np.inf)
-      for score, radius in zip(scores, radii, strict=True):
-        score.append(np.mean(near <= radius * spacing))
-  return [float(np.mean(score)) for score in scores]
 
 
 _TERMS = ("loss", "log_p", "log_q", "recon")
@@ -521,7 +457,8 @@ def select(signals: dict, name: str) -> tuple[int, str]:
 
   Only members whose signal and loss are finite and whose ``operator_norm``
   (where recorded) is at most :data:`OPERATOR_NORM_LIMIT` are kept; ties go
-  to the lower loss, then the lower index."""
+  to the better :data:`TIE_BREAK` signal (where recorded), then the lower
+  loss, then the lower index."""
   value = SIGN[name] * np.asarray(signals[name], np.float64)
   loss = np.asarray(signals["loss"], np.float64)
   ok = np.isfinite(value) & np.isfinite(loss)
@@ -532,15 +469,30 @@ def select(signals: dict, name: str) -> tuple[int, str]:
       "no member has a finite signal and operators within "
       f"{OPERATOR_NORM_LIMIT}; member 0 (the single run) kept"
     )
+  tie = TIE_BREAK.get(name)
+  second = (
+    SIGN[tie] * np.asarray(signals[tie], np.float64)
+    if tie in signals
+    else np.zeros_like(value)
+  )
   order = np.lexsort(
-    (np.arange(len(value)), np.where(ok, loss, np.inf), np.where(ok, value, np.inf))
+    (
+      np.arange(len(value)),
+      np.where(ok, loss, np.inf),
+      np.where(ok, second, np.inf),
+      np.where(ok, value, np.inf),
+    )
   )
   best = int(order[0])
   values = ", ".join(f"{v:.4g}" for v in signals[name])
   better = (
     "fewest" if name == "psi_rejected" else ("highest" if SIGN[name] < 0 else "lowest")
   )
-  return best, f"member {best} has the {better} {name} ({values})"
+  reason = f"member {best} has the {better} {name} ({values})"
+  tied = int(np.sum(ok & (value == value[best])))
+  if tie in signals and tied > 1:
+    reason += f"; of the {tied} tied, the lowest {tie} ({signals[tie][best]:.4g})"
+  return best, reason
 
 
 def describe_members(metrics: dict) -> str:

@@ -1,0 +1,75 @@
+"""``data_coverage`` of every member of finished population runs, reach by reach.
+
+``python benchmarks/data_coverage_reaches.py WORKDIR [WORKDIR ...] --out=FILE``
+
+For each workdir of a synthetic experiment's population run (e.g. the swiss
+roll's default), restores the members at the selection step and scores each
+with :func:`vaells_jax.training.coverage.member_data_coverage` at each reach
+of ``--reaches`` alone (the default signal averages
+``coverage.DATA_COVERAGE_REACHES``). With the members' ground-truth scores
+(``benchmarks/population_members.py``), ``docs_numbers.py`` renders how often
+each reach keeps a member that learned (docs/population-swiss-roll.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
+from vaells_jax.experiments import make_data  # noqa: E402
+from vaells_jax.models.vaells import Model  # noqa: E402
+from vaells_jax.training import coverage, population  # noqa: E402
+from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
+
+
+def reach_scores(workdir: pathlib.Path, experiment: str, reaches) -> list[dict]:
+  """Each member's ``data_coverage`` at each reach: ``[{reach: score}]``."""
+  config = config_from_json(workdir / CONFIG_NAME)
+  data = make_data(experiment, config, None)
+  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
+  state = restore_checkpoint(
+    workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
+  )
+  subset = coverage.coverage_subset(len(data.x_train), config.seed)
+  x = np.asarray(data.x_train, np.float32)[subset]  # as the selection reads them
+  labels = np.asarray(data.labels_train, np.int32)[subset]
+  model = Model.create(config, data.data_dim)
+  return [
+    {
+      f"{r:g}": coverage.member_data_coverage(
+        model, population.member(state, k).params, x, labels, reaches=(r,)
+      )
+      for r in reaches
+    }
+    for k in range(config.population)
+  ]
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("workdirs", nargs="+", type=pathlib.Path)
+  parser.add_argument("--experiment", default="swiss_roll")
+  parser.add_argument("--reaches", default="1.5,2,3,4,6")
+  parser.add_argument("--out", type=pathlib.Path, required=True)
+  args = parser.parse_args(argv)
+  reaches = [float(r) for r in args.reaches.split(",")]
+  runs = json.loads(args.out.read_text()) if args.out.exists() else {}
+  for workdir in args.workdirs:
+    if workdir.name not in runs:  # resumable: a finished run is kept
+      runs[workdir.name] = reach_scores(workdir, args.experiment, reaches)
+      args.out.write_text(json.dumps(runs, separators=(",", ":")))
+      print(workdir.name, flush=True)
+  return runs
+
+
+if __name__ == "__main__":
+  main()
