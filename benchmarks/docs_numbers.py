@@ -167,7 +167,8 @@ def fit_anchor_table() -> str:
 def _kept(signals: dict, name: str, members: int) -> int:
   """The member a population of the first ``members`` keeps by ``name``, as
   the command selects (:func:`vaells_jax.training.population.select`)."""
-  from vaells_jax.training.population import combined_coverages, select  # jax
+  from vaells_jax.training.coverage import combined_coverages  # jax
+  from vaells_jax.training.population import select
 
   signals = {k: list(v[:members]) for k, v in signals.items()}
   return select({**signals, **combined_coverages(signals)}, name)[0]
@@ -203,10 +204,13 @@ SWISS_MEMBERS = {
   "100–119": "population_swiss_roll_k16.json",
   "120–139": "swiss_roll_members_120_139.json",
   "140–159": "swiss_roll_members_140_159.json",
+  "160–179": "swiss_roll_members_160_179.json",
+  "180–199": "swiss_roll_members_180_199.json",
 }
 SWISS_SIGNALS = {
-  "latent_coverage_both": "`latent_coverage_both` (the sum)",
+  "data_coverage": "`data_coverage`, ties by `sample_distance` (the default)",
   "latent_coverage_ranks": "`latent_coverage_ranks` (the ranks)",
+  "latent_coverage_both": "`latent_coverage_both` (the sum)",
   "latent_coverage_wide": "`latent_coverage_wide`",
   "latent_coverage": "`latent_coverage`",
 }
@@ -225,8 +229,16 @@ def _swiss_members(name: str) -> dict[int, tuple[list[bool], dict]]:
   return runs
 
 
-def _swiss_failures(runs: dict, signal: str) -> list[int]:
-  """The seeds whose member kept by ``signal`` does not traverse the roll."""
+def _swiss_failures(runs: dict, signal: str) -> list[int] | None:
+  """The seeds whose member kept by ``signal`` does not traverse the roll
+  (None where the runs did not record the signal)."""
+  from vaells_jax.training.coverage import combined_coverages  # jax
+
+  if any(
+    signal not in {**signals, **combined_coverages(signals)}
+    for _, signals in runs.values()
+  ):
+    return None
   return [
     seed
     for seed, (success, signals) in sorted(runs.items())
@@ -246,6 +258,9 @@ def swiss_signals_by_seeds() -> str:
     cells = []
     for runs in ranges.values():
       failed = _swiss_failures(runs, signal)
+      if failed is None:
+        cells.append("–")
+        continue
       cell = _of(len(runs) - len(failed), len(runs))
       cells.append(cell + (f" ({', '.join(map(str, failed))} fail)" if failed else ""))
     rows.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -258,21 +273,64 @@ def _swiss_default_signal() -> str:
   return swiss_roll.get_config().select_signal
 
 
+def swiss_reach_table() -> str:
+  """docs/population-swiss-roll.md: ``data_coverage`` at each reach alone
+  and averaged over the default's reaches, seeds 120-159 (ties by the loss,
+  as the reaches were compared)."""
+  from vaells_jax.training.coverage import DATA_COVERAGE_REACHES
+  from vaells_jax.training.population import select
+
+  scores = _load("swiss_roll_data_coverage_reaches.json")
+  runs = {}
+  for name in list(SWISS_MEMBERS.values())[1:3]:
+    runs.update({f"s{seed}": run for seed, run in _swiss_members(name).items()})
+  default = [f"{r:g}" for r in DATA_COVERAGE_REACHES]
+  choices = {r: [r] for r in next(iter(scores.values()))[0]}
+  choices[f"mean of {', '.join(default)} (the default)"] = default
+  rows = ["| reach (spacings) | kept member traverses the roll |", "|---|---|"]
+  for label, reaches in choices.items():
+    failed = []
+    for seed, members in scores.items():
+      success, signals = runs[seed]
+      value = [statistics.fmean(m[r] for r in reaches) for m in members]
+      if not success[
+        select({"data_coverage": value, "loss": signals["loss"]}, "data_coverage")[0]
+      ]:
+        failed.append(seed[1:])
+    cell = _of(len(scores) - len(failed), len(scores))
+    rows.append(
+      f"| {label} | {cell}" + (f" ({', '.join(failed)} fail)" if failed else "") + " |"
+    )
+  return _block(rows)
+
+
+# The seeds the default signal's rule was chosen on; the others were fresh.
+SWISS_SEEN = ("120–139", "140–159", "160–179")
+
+
 def swiss_default_rate() -> str:
-  """README, docs: the swiss-roll default's rate on each range of seeds."""
+  """README, docs: the swiss-roll default's rate on its fresh seeds and on
+  the seeds its signal was chosen on."""
   signal = _swiss_default_signal()
-  rates = {}
+  kept, total, fresh = 0, 0, []
   for seeds, name in SWISS_MEMBERS.items():
     runs = _swiss_members(name)
-    rates[seeds] = _of(len(runs) - len(_swiss_failures(runs, signal)), len(runs))
+    failed = _swiss_failures(runs, signal)
+    if failed is None:
+      continue
+    if seeds in SWISS_SEEN:
+      kept, total = kept + len(runs) - len(failed), total + len(runs)
+    else:
+      fresh.append(f"{_of(len(runs) - len(failed), len(runs))} fresh seeds {seeds}")
+  seen = f"{SWISS_SEEN[0].split('–')[0]}–{SWISS_SEEN[-1].split('–')[1]}"
   return (
-    f"{rates['100–119']} seeds 100–119 and {rates['120–139']} seeds 120–139 "
-    f"(seen when the signal was chosen), {rates['140–159']} fresh seeds 140–159"
+    f"{', '.join(fresh)}; {kept} of {total} seeds {seen} (seen when the "
+    "signal was chosen)"
   )
 
 
 def swiss_default_failures() -> str:
-  """docs/population-swiss-roll.md: the fresh seeds where the default's kept
+  """docs/population-swiss-roll.md: the seeds where the default's kept
   member does not traverse the roll, and what its population held."""
   signal = _swiss_default_signal()
   rows = [
@@ -280,10 +338,10 @@ def swiss_default_failures() -> str:
     " samples (noise levels) |",
     "|---|---|---|",
   ]
-  for name in ("swiss_roll_members_120_139.json", "swiss_roll_members_140_159.json"):
+  for name in list(SWISS_MEMBERS.values())[1:]:
     runs = _swiss_members(name)
     members = {run["seed"]: run["members"] for run in _load(name).values()}
-    for seed in _swiss_failures(runs, signal):
+    for seed in _swiss_failures(runs, signal) or []:
       success, signals = runs[seed]
       kept = members[seed][_kept(signals, signal, len(success))]
       rows.append(
@@ -431,6 +489,7 @@ RENDERERS = {
   "swiss-default-failures": swiss_default_failures,
   "swiss-signals-by-seeds": swiss_signals_by_seeds,
   "swiss-signal-table": swiss_signal_table,
+  "swiss-reach-table": swiss_reach_table,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
   "fit-time": fit_time,
