@@ -351,6 +351,28 @@ def swiss_default_failures() -> str:
   return _block(rows)
 
 
+def swiss_verdict_fit() -> str:
+  """docs/population-swiss-roll.md: what the verdict's coverage thresholds
+  say of the members of seeds 120-199."""
+  from vaells_jax.runs.verdict import THRESHOLDS
+
+  coverage, success = [], []
+  for name in list(SWISS_MEMBERS.values())[1:]:
+    for _, (learned, signals) in _swiss_members(name).items():
+      coverage += signals["latent_coverage"]
+      success += learned
+  traversing = [c for c, ok in zip(coverage, success, strict=True) if ok]
+  low = sum(c < THRESHOLDS["coverage_low"] for c in traversing)
+  high = sum(c >= THRESHOLDS["coverage_learned"] for c in traversing)
+  members = f"{len(coverage):,}".replace(",", " ")  # 1 280
+  return (
+    f"over the {members} members of seeds 120–199 its coverage "
+    f"thresholds say `not learned` for {100 * low / len(traversing):.0f}% of "
+    f"the {len(traversing)} that traverse the roll and `learned` for "
+    f"{high or 'none'}"
+  )
+
+
 def concentric_default_rate() -> str:
   """README, docs: the concentric default's rate over its fresh seeds
   (``seed_rates.py``)."""
@@ -490,6 +512,7 @@ RENDERERS = {
   "swiss-signals-by-seeds": swiss_signals_by_seeds,
   "swiss-signal-table": swiss_signal_table,
   "swiss-reach-table": swiss_reach_table,
+  "swiss-verdict-fit": swiss_verdict_fit,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
   "fit-time": fit_time,
