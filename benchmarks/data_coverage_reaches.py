@@ -21,36 +21,25 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+from population_members import restored_members  # noqa: E402
 
-from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
-from vaells_jax.experiments import make_data  # noqa: E402
 from vaells_jax.models.vaells import Model  # noqa: E402
-from vaells_jax.training import coverage, population  # noqa: E402
-from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
+from vaells_jax.training import coverage  # noqa: E402
 
 
 def reach_scores(workdir: pathlib.Path, experiment: str, reaches) -> list[dict]:
   """Each member's ``data_coverage`` at each reach: ``[{reach: score}]``."""
-  config = config_from_json(workdir / CONFIG_NAME)
-  data = make_data(experiment, config, None)
-  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
-  state = restore_checkpoint(
-    workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
-  )
-  subset = coverage.coverage_subset(len(data.x_train), config.seed)
-  x = np.asarray(data.x_train, np.float32)[subset]  # as the selection reads them
-  labels = np.asarray(data.labels_train, np.int32)[subset]
+  config, data, members = restored_members(workdir, experiment)
   model = Model.create(config, data.data_dim)
+  x, labels = coverage.coverage_points(data.x_train, data.labels_train, config.seed)
   return [
     {
       f"{r:g}": coverage.member_data_coverage(
-        model, population.member(state, k).params, x, labels, reaches=(r,)
+        model, member.params, x, labels, reaches=(r,)
       )
       for r in reaches
     }
-    for k in range(config.population)
+    for member in members
   ]
 
 

@@ -12,7 +12,7 @@ signals the run chose by. Tells a failed run whose population held members
 that learned (the signal chose wrong) from one whose members all failed.
 Signals the run did not record (``data_coverage`` and ``sample_distance``
 in runs made before they existed) are computed from the members'
-checkpoints as the selection computes them.
+checkpoints as the selection computes them (``population.data_signals``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 
 from vaells_jax.api import TrainedVAELLS  # noqa: E402
 from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
@@ -35,42 +34,35 @@ from vaells_jax.evaluation.synthetic_report import (  # noqa: E402
   learned_structure,
 )
 from vaells_jax.experiments import make_data  # noqa: E402
-from vaells_jax.models.vaells import Model  # noqa: E402
-from vaells_jax.training import coverage, population  # noqa: E402
+from vaells_jax.training import population  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
+
+
+def restored_members(workdir: pathlib.Path, experiment: str):
+  """``(config, data, members)`` of a finished population run: each member's
+  state at the selection step."""
+  config = config_from_json(workdir / CONFIG_NAME)
+  data = make_data(experiment, config, None)
+  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
+  state = restore_checkpoint(
+    workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
+  )
+  return config, data, [population.member(state, k) for k in range(config.population)]
 
 
 def score_members(workdir: pathlib.Path, experiment: str) -> dict:
   """The selection and every member's ground-truth scores of one run."""
-  config = config_from_json(workdir / CONFIG_NAME)
-  data = make_data(experiment, config, None)
-  step = population.selection_step(config)
+  config, data, states = restored_members(workdir, experiment)
   pop_dir = workdir / population.POPULATION_DIR
-  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
-  state = restore_checkpoint(pop_dir, start, step=step)
   selection = json.loads((pop_dir / population.SELECTION_NAME).read_text())
-  subset = coverage.coverage_subset(len(data.x_train), config.seed)
-  x = np.asarray(data.x_train, np.float32)[subset]  # as the selection reads them
-  labels = np.asarray(data.labels_train, np.int32)[subset]
+  recorded = selection["signals"]
+  if "data_coverage" not in recorded:  # a run made before these signals
+    recorded = {**recorded, **population.data_signals(states, config, data)}
   members = []
-  for k in range(config.population):
-    params = population.member(state, k).params
-    trained = TrainedVAELLS(config, params, data)
+  for k, state in enumerate(states):
+    trained = TrainedVAELLS(config, state.params, data)
     scores = learned_structure(trained, eval_keys(config.seed)[0])
-    signals = {name: values[k] for name, values in selection["signals"].items()}
-    model = Model.create(config, data.data_dim)
-    if "data_coverage" not in signals:
-      signals["data_coverage"] = coverage.member_data_coverage(model, params, x, labels)
-    if "sample_distance" not in signals:
-      signals["sample_distance"] = coverage.member_sample_distance(
-        model,
-        params,
-        x,
-        labels,
-        jax.random.PRNGKey(config.seed + 4),  # as population.selection_signals
-        laplace_scale=1.0 / config.zeta3,
-        gamma=config.gamma,
-      )
+    signals = {name: values[k] for name, values in recorded.items()}
     members.append({**scores, "signals": signals})
   return {
     "seed": config.seed,

@@ -28,6 +28,7 @@ __all__ = [
   "DATA_COVERAGE_NEIGHBOURS",
   "DATA_COVERAGE_REACHES",
   "combined_coverages",
+  "coverage_points",
   "coverage_ranks",
   "coverage_signals",
   "coverage_subset",
@@ -105,6 +106,12 @@ def coverage_subset(num_points: int, seed: int) -> np.ndarray:
   """The indices of the (at most :data:`COVERAGE_POINTS`) points encoded for
   the coverage signals, drawn by ``seed``."""
   return np.random.default_rng(seed).permutation(num_points)[:COVERAGE_POINTS]
+
+
+def coverage_points(x, labels, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  """The points (float32) and classes (int32) of :func:`coverage_subset`."""
+  subset = coverage_subset(len(x), seed)
+  return np.asarray(x, np.float32)[subset], np.asarray(labels, np.int32)[subset]
 
 
 def coverage_signals(latents, labels, psi, seed: int) -> dict:

@@ -33,8 +33,8 @@ from vaells_jax.training.checkpoint import restore_checkpoint
 from vaells_jax.training.coverage import (
   COVERAGE_RADII,
   combined_coverages,
+  coverage_points,
   coverage_signals,
-  coverage_subset,
   member_data_coverage,
   member_sample_distance,
 )
@@ -60,6 +60,7 @@ __all__ = [
   "init_population",
   "MemberGroups",
   "core_count",
+  "data_signals",
   "describe_members",
   "make_population_step",
   "member_groups",
@@ -407,25 +408,28 @@ def selection_signals(state, config: Config, data: Dataset, step_fn) -> dict:
   signals["psi_rejected"] = np.asarray(state.psi_rejected).astype(float).tolist()
   model = Model.create(config, data.data_dim)
   encode = jax.jit(model.encode)
-  subset = coverage_subset(len(x), config.seed)
+  xs, ys = coverage_points(x, labels, config.seed)
   members = [member(state, k) for k in range(config.population)]
-  latents = [np.asarray(encode(m.params, x[subset])) for m in members]
+  latents = [np.asarray(encode(m.params, xs)) for m in members]
   scores = [
-    coverage_signals(z, labels[subset], np.asarray(m.psi), config.seed)
+    coverage_signals(z, ys, np.asarray(m.psi), config.seed)
     for z, m in zip(latents, members, strict=True)
   ]
   for name in COVERAGE_RADII:
     signals[name] = [member_scores[name] for member_scores in scores]
   signals.update(combined_coverages(signals))
   if config.select_signal == "data_coverage":  # decodes orbits and samples
-    signals.update(_data_signals(members, model, config, x[subset], labels[subset]))
+    signals.update(data_signals(members, config, data))
   norms = np.linalg.norm(np.asarray(state.params["psi"], np.float64), axis=(-2, -1))
   signals["operator_norm"] = norms.max(axis=-1).tolist()
   return signals
 
 
-def _data_signals(members, model, config: Config, x, labels) -> dict:
-  """``data_coverage`` and ``sample_distance`` of each member."""
+def data_signals(members, config: Config, data: Dataset) -> dict:
+  """``data_coverage`` and ``sample_distance`` of each of ``members`` (single
+  runs' states, :func:`member`), on the coverage signals' training points."""
+  model = Model.create(config, data.data_dim)
+  x, labels = coverage_points(data.x_train, data.labels_train, config.seed)
   key = jax.random.PRNGKey(config.seed + 4)
   return {
     "data_coverage": [
