@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vaells_jax.training.coverage import coverage_signals, coverage_subset
+from vaells_jax.training.coverage import coverage_points, coverage_signals
 from vaells_jax.training.population import OPERATOR_NORM_LIMIT
 
 __all__ = [
@@ -86,11 +86,10 @@ def verdict_signals(trained, seed: int = 0) -> dict:
   :class:`~vaells_jax.api.TrainedVAELLS`) on its own data: floats, NaN
   where the model gives non-finite values."""
   data = trained.data
-  x = np.asarray(data.x_train, np.float32)
-  subset = coverage_subset(len(x), seed)
-  latents = np.asarray(trained.encode(x[subset]), np.float64)
+  x, labels = coverage_points(data.x_train, data.labels_train, seed)
+  latents = np.asarray(trained.encode(x), np.float64)
   psi = np.asarray(trained.psi, np.float64)
-  coverages = coverage_signals(latents, data.labels_train[subset], psi, seed)
+  coverages = coverage_signals(latents, labels, psi, seed)
   test = np.asarray(data.x_test, np.float64)
   decoded = np.asarray(trained.decode(trained.encode(test)), np.float64)
   spread = np.mean(np.sum((test - test.mean(axis=0)) ** 2, axis=-1))
@@ -98,7 +97,7 @@ def verdict_signals(trained, seed: int = 0) -> dict:
     error = np.mean(np.sum((decoded - test) ** 2, axis=-1)) / max(spread, 1e-300)
   norm = np.linalg.norm(psi, axis=(1, 2)).max()
   finite = lambda v: float(v) if np.isfinite(v) else float("nan")  # noqa: E731
-  noise = noise_level(x[subset], data.labels_train[subset])
+  noise = noise_level(x, labels)
   with np.errstate(all="ignore"):
     squared = error * spread - test.shape[1] * noise**2
     levels = np.sqrt(max(squared, 0.0)) / noise
