@@ -505,7 +505,129 @@ def gpu_trained_ms() -> str:
   )
 
 
+CONCENTRIC_SIGNALS = {
+  "latent_coverage": "`latent_coverage`",
+  "psi_rejected": "`psi_rejected` (fewest; the paper's health signal)",
+  "loss": "`loss` (lowest)",
+  "log_p": "`log_p` (highest)",
+}
+
+
+def concentric_signal_table() -> str:
+  """docs/population.md: each signal's AUC and the seeds its pick learned,
+  by step (4 dictionary draws a seed)."""
+  study = _load("population_concentric_k4.json")
+  steps = list(study["by_step"])
+  seeds = len(study["members"])
+  rows = [
+    f"| signal at step | {' | '.join(steps)} |",
+    "|---|" + "---|" * len(steps),
+  ]
+  for name, label in CONCENTRIC_SIGNALS.items():
+    cells = []
+    for step in steps:
+      row = study["by_step"][step][name]
+      k = round(row["population_success_rate"] * seeds)
+      cells.append(f"{row['auc']:.2f} / {k}")
+    rows.append(f"| {label} | {' | '.join(cells)} |")
+  return _block(rows)
+
+
+def concentric_draws() -> str:
+  """docs/population.md: the 4- and 8-draw studies' single draws."""
+  k4, k8 = (_load(f"population_concentric_k{k}.json") for k in (4, 8))
+
+  def draws(study):
+    seeds = len(study["members"])
+    draws = seeds * len(study["members"][0]["success"])
+    return round(study["single_run_success_rate"] * draws), draws, seeds
+
+  (a, n, seeds), (b, m, _) = draws(k4), draws(k8)
+  signals, step = k8["signals"], k8["select_step"]
+  picked = {k: round(v["population_success_rate"] * seeds) for k, v in signals.items()}
+  return (
+    f"Single runs: {a} of the {n} draws learned the circles (member 0, the "
+    f"plain run of each seed: {round(k4['member0_success_rate'] * seeds)} of "
+    f"{seeds}); on {round(k4['oracle_success_rate'] * seeds)} of {seeds} seeds "
+    f"at least one draw did. With 8 draws a seed ([json](results/"
+    f"population_concentric_k8.json)): {b} of {m} draws, member 0 "
+    f"{round(k8['member0_success_rate'] * seeds)} of {seeds}; at step {step} "
+    f"the fewest rejected `Psi` steps picked a learning draw on "
+    f"{picked['psi_rejected']} of {seeds} seeds (AUC "
+    f"{signals['psi_rejected']['auc']:.2f}), the lowest loss on "
+    f"{picked['loss']} ({signals['loss']['auc']:.2f}); `latent_coverage` of "
+    f"the final state separates the two kinds with AUC "
+    f"{k8['latent_coverage_at_end_auc']:.2f}."
+  )
+
+
+SWISS_STUDIES = {
+  "population_swiss_roll_k4_all.json": "4 members, `fista`",
+  "population_swiss_roll_k8_all_pgd.json": "8 members, `pgd`",
+}
+
+
+def swiss_study_table() -> str:
+  """docs/population-swiss-roll.md: the whole-member studies (seeds 0-9)."""
+  rows = [
+    "| study (seeds 0–9, every member trained to 3 000 steps) | members that "
+    "traverse the roll | seeds with one that does | picked at step 750 by "
+    "`latent_coverage` | picked at the end by `latent_coverage` / "
+    "`latent_coverage_wide` |",
+    "|---|---|---|---|---|",
+  ]
+  for name, label in SWISS_STUDIES.items():
+    runs = _load(name)
+    study, end = runs["study"], runs["end_state"]
+    seeds = len(study["members"])
+    members = sum(len(m["success"]) for m in study["members"])
+    learned = sum(sum(m["success"]) for m in study["members"])
+    early = study["signals"]["latent_coverage"]
+    rows.append(
+      f"| {label} ([json](results/{name})) | {learned} of {members} | "
+      f"{round(study['oracle_success_rate'] * seeds)} of {seeds} | "
+      f"{round(early['population_success_rate'] * seeds)} of {seeds} (AUC "
+      f"{early['auc']:.2f}) | {end['picked_success']['3']} / "
+      f"{end['picked_success']['20']} of {seeds} (AUC {end['auc']['3']:.2f} / "
+      f"{end['auc']['20']:.2f}) |"
+    )
+  return _block(rows)
+
+
+def swiss_anchor_table() -> str:
+  """docs/experiments-sensitivity.md: members and picks by random anchor count."""
+  runs = _load("anchors_swiss_roll.json")
+  rows = [
+    "| anchors (random places) | members that traverse the roll | seeds where "
+    "`latent_coverage_wide`'s pick does | seeds with a member that does |",
+    "|---|---|---|---|",
+  ]
+  for row in runs["anchors"]["rows"]:
+    count = runs["per_count"][str(row["anchors"])]
+    seeds, trials = len(count["seeds"]), row["trials"]
+    rows.append(
+      f"| {row['anchors']} | {round(row['single_run_success_rate'] * trials)} of "
+      f"{trials} | {round(row['population_success_rate'] * seeds)} of {seeds} | "
+      f"{round(row['oracle_success_rate'] * seeds)} of {seeds} |"
+    )
+  even = _load("population_swiss_roll_k8_all_pgd.json")["study"]
+  seeds = len(even["members"])
+  members = sum(len(m["success"]) for m in even["members"])
+  learned = sum(sum(m["success"]) for m in even["members"])
+  rows.append(
+    "| 4, evenly spaced (the config's placement; the 8-member `pgd` study of "
+    "[the swiss roll's population](population-swiss-roll.md#dictionary-draws-"
+    f"and-whole-members)) | {learned} of {members} | — | "
+    f"{round(even['oracle_success_rate'] * seeds)} of {seeds} |"
+  )
+  return _block(rows)
+
+
 RENDERERS = {
+  "concentric-signal-table": concentric_signal_table,
+  "concentric-draws": concentric_draws,
+  "swiss-study-table": swiss_study_table,
+  "swiss-anchor-table": swiss_anchor_table,
   "concentric-default-rate": concentric_default_rate,
   "swiss-default-rate": swiss_default_rate,
   "swiss-default-failures": swiss_default_failures,
