@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+import numpy as np
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -195,6 +197,39 @@ def swiss_signal_table() -> str:
       cells.append(cell + (f" ({', '.join(failed)} fail)" if failed else ""))
     rows.append(f"| {label} | " + " | ".join(cells) + " |")
   return _block(rows)
+
+
+def _auc(values, success) -> float:
+  """How often a member in ``success`` scores above one not in it (ties 1/2)."""
+  won, lost = values[success][:, None], values[~success][None]
+  return float(np.mean((won > lost) + 0.5 * (won == lost)))
+
+
+def swiss_k16_members() -> str:
+  """docs/population-swiss-roll.md: the 16-member study's members that
+  traverse the roll."""
+  seeds = _load("population_swiss_roll_k16.json")["seeds"].values()
+  counts = [sum(run["success"]) for run in seeds]
+  members = sum(len(run["success"]) for run in seeds)
+  return f"{min(counts)}–{max(counts)} of 16; {sum(counts)} of {members} members in all"
+
+
+def swiss_k16_auc() -> str:
+  """docs/population-swiss-roll.md: how each signal ranks the 16-member
+  study's members within a seed (the mean over seeds)."""
+  aucs = []
+  for name in ("latent_coverage_wide", "latent_coverage", "latent_coverage_both"):
+    per_seed = []
+    for run in _load("population_swiss_roll_k16.json")["seeds"].values():
+      signals = {k: np.asarray(v, np.float64) for k, v in run["signals"].items()}
+      signals["latent_coverage_both"] = (
+        signals["latent_coverage"] + signals["latent_coverage_wide"]
+      )
+      success = np.asarray(run["success"])
+      if success.any() and not success.all():
+        per_seed.append(_auc(signals[name], success))
+    aucs.append(f"{statistics.mean(per_seed):.3f}")
+  return f"{aucs[0]}, {aucs[1]} and {aucs[2]}"
 
 
 # Every member of the swiss roll's default runs, scored on the ground truth:
@@ -624,6 +659,8 @@ def swiss_anchor_table() -> str:
 
 
 RENDERERS = {
+  "swiss-k16-members": swiss_k16_members,
+  "swiss-k16-auc": swiss_k16_auc,
   "concentric-signal-table": concentric_signal_table,
   "concentric-draws": concentric_draws,
   "swiss-study-table": swiss_study_table,
