@@ -18,6 +18,11 @@ stops after such a first try, and a try is the same computation on the same
 machine (the rerun rows print their first try's ``latent_coverage`` beside
 the stored one to show it).
 
+``--members`` also scores every member of the kept try's population at its
+selection step (with ``--set select_at=1``: every member trained to the
+end), to tell a seed whose members all failed from one where the selection
+missed a member that learned. ``--anchors-per-class`` changes fit's 3.
+
 ``--anchors=spread,random,even`` compares anchor choices on the same seeds:
 fit's default (``spread``), random training points (``random``) and points
 evenly spaced along the true curves (``even``, the upper bound a user
@@ -134,9 +139,17 @@ def even_anchors(manifold, manifold_labels, per_class):
 
 
 def one_fit(
-  family, seed, anchor_choice, config=None, anchors_per_class=3, tries=None
+  family,
+  seed,
+  anchor_choice,
+  config=None,
+  anchors_per_class=3,
+  tries=None,
+  members=False,
 ) -> dict:
-  from vaells_jax.evaluation.synthetic_report import eval_keys, learned_structure
+  """One ``fit`` call on ``family``'s data of ``seed``, scored on the true
+  curves; ``members``: also every member of the kept try's population at
+  its selection step (all trained to the end with ``select_at=1``)."""
   from vaells_jax.runs.fit import FIT_CONFIG, fit
 
   x, labels, manifold, manifold_labels = family_data(family, seed)
@@ -157,6 +170,7 @@ def one_fit(
       log=lambda line: None,
       tries=tries,
     )
+    wall = time.perf_counter() - start
     tried = pathlib.Path(workdir, "tries.json")
     kept = (
       json.loads(tried.read_text()) if tried.exists() else {"kept": ".", "tries": []}
@@ -164,8 +178,32 @@ def one_fit(
     summary = json.loads(
       pathlib.Path(workdir, kept["kept"], "summary.json").read_text()
     )
-  wall = time.perf_counter() - start
-  scale = FAMILIES[family][3]
+    population = summary.get("population", {})
+    scored_members = (
+      [_scored(m, family, seed) for m in _members(pathlib.Path(workdir, kept["kept"]))]
+      if members and population
+      else None
+    )
+  return {
+    **_scored(model, family, seed),
+    "verdict": model.verdict["verdict"],
+    "signals": model.verdict["signals"],
+    "member_signals": population.get("signals", {}),
+    "selected_member": population.get("selected_member"),
+    "tries": max(1, len(kept["tries"])),  # one try writes no tries.json
+    "kept_try": kept["kept"],
+    "try_coverages": [t["latent_coverage"] for t in kept["tries"]],
+    "wall_time_s": wall,
+    **({"members": scored_members} if scored_members is not None else {}),
+  }
+
+
+def _scored(model, family, seed) -> dict:
+  """``model`` (in the user's units) scored on ``family``'s true curves as
+  the experiments are scored."""
+  from vaells_jax.evaluation.synthetic_report import eval_keys, learned_structure
+
+  _, _, manifold, manifold_labels = family_data(family, seed)
   data = model.data
   shapes = {  # required beside a manifold; the scoring reads none of them
     "pos_train": np.zeros((len(data.x_train), 2)),
@@ -179,22 +217,40 @@ def one_fit(
     data,
     manifold=manifold,
     manifold_labels=manifold_labels,
-    noise_std=NOISE * scale,
+    noise_std=NOISE * FAMILIES[family][3],
     **shapes,
   )
-  scored = learned_structure(dataclasses.replace(model, data=truth), eval_keys(seed)[0])
-  population = summary.get("population", {})
-  return {
-    **scored,
-    "verdict": model.verdict["verdict"],
-    "signals": model.verdict["signals"],
-    "member_signals": population.get("signals", {}),
-    "selected_member": population.get("selected_member"),
-    "tries": max(1, len(kept["tries"])),  # one try writes no tries.json
-    "kept_try": kept["kept"],
-    "try_coverages": [t["latent_coverage"] for t in kept["tries"]],
-    "wall_time_s": wall,
-  }
+  scores = learned_structure(dataclasses.replace(model, data=truth), eval_keys(seed)[0])
+  return {k: v if isinstance(v, bool) else float(v) for k, v in scores.items()}
+
+
+def _members(workdir: pathlib.Path) -> list:
+  """Every member of the population a fit trained in ``workdir``, at its
+  selection step, as models in the user's units."""
+  import jax
+
+  from vaells_jax.api import DATA_NAME, TrainedVAELLS
+  from vaells_jax.config import CONFIG_NAME, config_from_json
+  from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
+  from vaells_jax.data.dataset import load_dataset
+  from vaells_jax.training import population
+  from vaells_jax.training.checkpoint import restore_checkpoint
+
+  config = config_from_json(workdir / CONFIG_NAME)
+  data = load_dataset(workdir / DATA_NAME)
+  input_map = InputMap.load(workdir / INPUT_MAP_NAME)
+  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
+  state = restore_checkpoint(
+    workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
+  )
+  return [
+    dataclasses.replace(
+      TrainedVAELLS(config, population.member(state, k).params, data),
+      data=input_map.user_data(data),
+      input_map=input_map,
+    )
+    for k in range(config.population)
+  ]
 
 
 def table(results: dict) -> str:
@@ -253,6 +309,13 @@ def main(argv=None) -> dict:
   parser.add_argument("--families", default=",".join(FAMILIES))
   parser.add_argument("--anchors", default="spread", help="spread,random,even")
   parser.add_argument("--steps", type=int, default=None, help="num_steps of each fit")
+  parser.add_argument("--anchors-per-class", type=int, default=3)
+  parser.add_argument(
+    "--members",
+    action="store_true",
+    help="score every member of the kept population on the truth (with "
+    "--set select_at=1: each trained to the end)",
+  )
   parser.add_argument("--quick", action="store_true", help="tiny runs (tests)")
   parser.add_argument(
     "--tries", type=int, default=None, help="fit's tries (default: fit's own)"
@@ -282,7 +345,12 @@ def main(argv=None) -> dict:
     from vaells_jax.config import override
 
     config = override(config, dict(s.split("=", 1) for s in args.set))
-  variant = "".join(f"_{s}" for s in args.set) + (f"_tries{tries}" if tries > 1 else "")
+  variant = (
+    "".join(f"_{s}" for s in args.set)
+    + (f"_anchors{args.anchors_per_class}" if args.anchors_per_class != 3 else "")
+    + ("_members" if args.members else "")
+    + (f"_tries{tries}" if tries > 1 else "")
+  )
   print(
     f"jax {jax.__version__}, {platform.node()}"
   )  # jax not started: fit takes the cores
@@ -306,7 +374,15 @@ def main(argv=None) -> dict:
             "anchors": anchors + variant,
             "seed": seed,
             "num_steps": config.num_steps,
-            **one_fit(family, seed, anchors, config, tries=tries),
+            **one_fit(
+              family,
+              seed,
+              anchors,
+              config,
+              anchors_per_class=args.anchors_per_class,
+              tries=tries,
+              members=args.members,
+            ),
           }
           out.write_text(json.dumps(results, indent=2))
         r = results[name]

@@ -280,6 +280,16 @@ def test_fit_battery_quick_mode(tmp_path):
   assert set(row["signals"]) >= {"latent_coverage", "operator_norm"}
   assert 0 <= row["orbit_coverage"] <= 1 and row["wall_time_s"] > 0
   assert "| circles | even |" in fit_battery.table(results)
+  # Every member trained to the end and scored: the kept one is the model.
+  results = fit_battery.main(
+    ["--quick", "--seeds=0", "--families=circles", "--anchors-per-class=2"]
+    + ["--members", "--set", "select_at=1", f"--out={out}"]
+  )
+  row = results["circles_spread_select_at=1_anchors2_members_seed0_steps4"]
+  assert len(row["members"]) == 2
+  kept = row["members"][row["selected_member"]]
+  assert kept["orbit_coverage"] == row["orbit_coverage"]
+  assert kept["sample_manifold_distance"] == row["sample_manifold_distance"]
 
 
 def test_cold_start_benchmark_quick_mode():
