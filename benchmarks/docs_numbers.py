@@ -166,6 +166,44 @@ def fit_anchor_table() -> str:
   return _block(rows)
 
 
+def fit_ellipse_levers() -> str:
+  """docs/fit.md: one try of each change on the ellipses' failing seeds."""
+  levers = _load("fit_battery.json")["ellipse_levers"]
+  rows = [
+    "| change (`fit_battery.py --families=ellipses --seeds=100,101,103,104 "
+    "--tries=1` and) | learned | orbit coverage, seeds 100 / 101 / 103 / 104 |",
+    "|---|---|---|",
+  ]
+  for flags, runs in levers.items():
+    runs = sorted(runs.values(), key=lambda r: r["seed"])
+    coverage = " / ".join(f"{r['orbit_coverage']:.2f}" for r in runs)
+    k = sum(r["success"] for r in runs)
+    rows.append(
+      f"| {flags or 'none (the defaults)'} | {_of(k, len(runs))} | {coverage} |"
+    )
+  return _block(rows)
+
+
+def fit_ellipse_members() -> str:
+  """docs/fit.md: the ellipses' members, each trained to the end."""
+  runs = _load("fit_battery.json")["ellipse_members"].values()
+  failed = [r for r in runs if r["seed"] in (100, 101, 103, 104)]
+  rest = [r for r in runs if r not in failed]
+
+  def learned(group):
+    members = [m for r in group for m in r["members"]]
+    return f"{sum(m['success'] for m in members)} of {len(members)}"
+
+  best = max(m["orbit_coverage"] for r in failed for m in r["members"])
+  seeds = ", ".join(str(r["seed"]) for r in sorted(rest, key=lambda r: r["seed"]))
+  kept = sum(r["members"][r["selected_member"]]["success"] for r in rest)
+  return (
+    f"{learned(failed)} members learned on seeds 100, 101, 103 and 104 (the "
+    f"best orbit coverage {best:.2f}), {learned(rest)} on seeds {seeds}, "
+    f"where the member `latent_coverage` keeps learned on {kept} of {len(rest)}"
+  )
+
+
 def _kept(signals: dict, name: str, members: int) -> int:
   """The member a population of the first ``members`` keeps by ``name``, as
   the command selects (:func:`vaells_jax.training.population.select`)."""
@@ -676,6 +714,8 @@ RENDERERS = {
   "fit-rates": fit_rates,
   "fit-time": fit_time,
   "fit-anchor-table": fit_anchor_table,
+  "fit-ellipse-levers": fit_ellipse_levers,
+  "fit-ellipse-members": fit_ellipse_members,
   "gpu-step-table": gpu_step_table,
   "gpu-variant-table": gpu_variant_table,
   "gpu-population": gpu_population,
