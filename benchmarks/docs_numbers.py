@@ -640,6 +640,20 @@ SWISS_STUDIES = {
 }
 
 
+def swiss_dictionary_draws() -> str:
+  """docs/population-swiss-roll.md: members that traverse the roll when only
+  the dictionary is drawn anew (both coefficient starts)."""
+  counts = []
+  for name in ("k4_original_starts", "k4"):
+    study = _load(f"population_swiss_roll_{name}.json")
+    members = study.get("study", study)["members"]
+    counts.append(
+      (sum(sum(m["success"]) for m in members), sum(len(m["success"]) for m in members))
+    )
+  (a, n), (b, m) = counts
+  return f"{a} of {n} draws with the original starts and {b} of {m} with U[−2.5, 2.5]"
+
+
 def swiss_study_table() -> str:
   """docs/population-swiss-roll.md: the whole-member studies (seeds 0-9)."""
   rows = [
@@ -697,6 +711,7 @@ def swiss_anchor_table() -> str:
 
 
 RENDERERS = {
+  "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
   "swiss-k16-auc": swiss_k16_auc,
   "concentric-signal-table": concentric_signal_table,
