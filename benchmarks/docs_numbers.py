@@ -184,6 +184,17 @@ def fit_ellipse_levers() -> str:
   return _block(rows)
 
 
+def fit_wobbly_levers() -> str:
+  """docs/fit.md: one try of each change on two wobbly seeds."""
+  parts = []
+  for flags, runs in _load("fit_battery.json")["wobbly_levers"].items():
+    runs = sorted(runs.values(), key=lambda r: r["seed"])
+    coverage = " and ".join(f"{r['orbit_coverage']:.2f}" for r in runs)
+    k = sum(r["success"] for r in runs)
+    parts.append(f"{flags}: {_of(k, len(runs))} (orbit coverage {coverage})")
+  return "; ".join(parts)
+
+
 def fit_ellipse_members() -> str:
   """docs/fit.md: the ellipses' members, each trained to the end."""
   runs = _load("fit_battery.json")["ellipse_members"].values()
@@ -731,6 +742,7 @@ RENDERERS = {
   "fit-anchor-table": fit_anchor_table,
   "fit-ellipse-levers": fit_ellipse_levers,
   "fit-ellipse-members": fit_ellipse_members,
+  "fit-wobbly-levers": fit_wobbly_levers,
   "gpu-step-table": gpu_step_table,
   "gpu-variant-table": gpu_variant_table,
   "gpu-population": gpu_population,
