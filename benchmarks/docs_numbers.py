@@ -471,6 +471,18 @@ GPU_GOALS = {"concentric": 3, "swiss_roll": 3, "rot_mnist": 20, "nat_mnist": 20}
 STATES = {"initial": "initial", "trained": "trained", "warmup_step": "warm-up"}
 
 
+def rot_full_cpu() -> str:
+  """docs/experiments-rot-mnist.md: the CPU budget on the paper's split."""
+  s = _load("rot_mnist_full_cpu_seed0.json")["summary"]
+  low, high = s["rotation_gated_span_quartiles"]
+  return (
+    f"gated span {s['rotation_gated_span_degrees']:g}° ({low:g}°–{high:g}°), "
+    f"the reference operator's {s['reference_rotation_gated_span_degrees']:g}°, "
+    f"`|cos|` {s['reference_cosine']:.3f}, MSE {s['mse']:.4f} on the 10 000 test "
+    f"digits, {s['train_time_s']:.0f} s of training"
+  )
+
+
 def _by_experiment(rows) -> dict:
   return {row["experiment"]: row for row in rows}
 
@@ -722,6 +734,7 @@ def swiss_anchor_table() -> str:
 
 
 RENDERERS = {
+  "rot-full-cpu": rot_full_cpu,
   "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
   "swiss-k16-auc": swiss_k16_auc,
