@@ -254,12 +254,6 @@ def swiss_signal_table() -> str:
   return _block(rows)
 
 
-def _auc(values, success) -> float:
-  """How often a member in ``success`` scores above one not in it (ties 1/2)."""
-  won, lost = values[success][:, None], values[~success][None]
-  return float(np.mean((won > lost) + 0.5 * (won == lost)))
-
-
 def swiss_k16_members() -> str:
   """docs/population-swiss-roll.md: the 16-member study's members that
   traverse the roll."""
@@ -272,6 +266,8 @@ def swiss_k16_members() -> str:
 def swiss_k16_auc() -> str:
   """docs/population-swiss-roll.md: how each signal ranks the 16-member
   study's members within a seed (the mean over seeds)."""
+  from vaells_jax.runs.sensitivity import auc  # jax
+
   aucs = []
   for name in ("latent_coverage_wide", "latent_coverage", "latent_coverage_both"):
     per_seed = []
@@ -282,7 +278,7 @@ def swiss_k16_auc() -> str:
       )
       success = np.asarray(run["success"])
       if success.any() and not success.all():
-        per_seed.append(_auc(signals[name], success))
+        per_seed.append(auc(signals[name], success))
     aucs.append(f"{statistics.mean(per_seed):.3f}")
   return f"{aucs[0]}, {aucs[1]} and {aucs[2]}"
 
