@@ -27,9 +27,9 @@ from vaells_jax.models.vaells import Model  # noqa: E402
 from vaells_jax.training import coverage  # noqa: E402
 
 
-def reach_scores(workdir: pathlib.Path, experiment: str, reaches) -> list[dict]:
+def reach_scores(workdir: pathlib.Path, reaches) -> list[dict]:
   """Each member's ``data_coverage`` at each reach: ``[{reach: score}]``."""
-  config, data, members = restored_members(workdir, experiment)
+  config, data, members = restored_members(workdir)
   model = Model.create(config, data.data_dim)
   x, labels = coverage.coverage_points(data.x_train, data.labels_train, config.seed)
   return [
@@ -46,7 +46,6 @@ def reach_scores(workdir: pathlib.Path, experiment: str, reaches) -> list[dict]:
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("workdirs", nargs="+", type=pathlib.Path)
-  parser.add_argument("--experiment", default="swiss_roll")
   parser.add_argument("--reaches", default="1.5,2,3,4,6")
   parser.add_argument("--out", type=pathlib.Path, required=True)
   args = parser.parse_args(argv)
@@ -54,7 +53,7 @@ def main(argv=None) -> dict:
   runs = json.loads(args.out.read_text()) if args.out.exists() else {}
   for workdir in args.workdirs:
     if workdir.name not in runs:  # resumable: a finished run is kept
-      runs[workdir.name] = reach_scores(workdir, args.experiment, reaches)
+      runs[workdir.name] = reach_scores(workdir, reaches)
       args.out.write_text(json.dumps(runs, separators=(",", ":")))
       print(workdir.name, flush=True)
   return runs

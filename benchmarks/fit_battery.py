@@ -227,29 +227,20 @@ def _scored(model, family, seed) -> dict:
 def _members(workdir: pathlib.Path) -> list:
   """Every member of the population a fit trained in ``workdir``, at its
   selection step, as models in the user's units."""
-  import jax
+  from population_members import restored_members  # imports jax: after fit
 
-  from vaells_jax.api import DATA_NAME, TrainedVAELLS
-  from vaells_jax.config import CONFIG_NAME, config_from_json
+  from vaells_jax.api import TrainedVAELLS
   from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
-  from vaells_jax.data.dataset import load_dataset
-  from vaells_jax.training import population
-  from vaells_jax.training.checkpoint import restore_checkpoint
 
-  config = config_from_json(workdir / CONFIG_NAME)
-  data = load_dataset(workdir / DATA_NAME)
+  config, data, members = restored_members(workdir)
   input_map = InputMap.load(workdir / INPUT_MAP_NAME)
-  start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
-  state = restore_checkpoint(
-    workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
-  )
   return [
     dataclasses.replace(
-      TrainedVAELLS(config, population.member(state, k).params, data),
+      TrainedVAELLS(config, m.params, data),
       data=input_map.user_data(data),
       input_map=input_map,
     )
-    for k in range(config.population)
+    for m in members
   ]
 
 

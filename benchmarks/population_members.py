@@ -27,22 +27,23 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 
-from vaells_jax.api import TrainedVAELLS  # noqa: E402
+from vaells_jax.api import DATA_NAME, TrainedVAELLS  # noqa: E402
 from vaells_jax.config import CONFIG_NAME, config_from_json  # noqa: E402
+from vaells_jax.data.dataset import load_dataset  # noqa: E402
 from vaells_jax.evaluation.synthetic_report import (  # noqa: E402
   eval_keys,
   learned_structure,
 )
-from vaells_jax.experiments import make_data  # noqa: E402
 from vaells_jax.training import population  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
 
 
-def restored_members(workdir: pathlib.Path, experiment: str):
-  """``(config, data, members)`` of a finished population run: each member's
-  state at the selection step."""
+def restored_members(workdir: pathlib.Path):
+  """``(config, data, members)`` of a finished population run (an
+  experiment's or ``fit``'s): the data it saved and trained on, and each
+  member's state at the selection step."""
   config = config_from_json(workdir / CONFIG_NAME)
-  data = make_data(experiment, config, None)
+  data = load_dataset(workdir / DATA_NAME)
   start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
   state = restore_checkpoint(
     workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
@@ -50,9 +51,9 @@ def restored_members(workdir: pathlib.Path, experiment: str):
   return config, data, [population.member(state, k) for k in range(config.population)]
 
 
-def score_members(workdir: pathlib.Path, experiment: str) -> dict:
+def score_members(workdir: pathlib.Path) -> dict:
   """The selection and every member's ground-truth scores of one run."""
-  config, data, states = restored_members(workdir, experiment)
+  config, data, states = restored_members(workdir)
   pop_dir = workdir / population.POPULATION_DIR
   selection = json.loads((pop_dir / population.SELECTION_NAME).read_text())
   recorded = selection["signals"]
@@ -75,12 +76,11 @@ def score_members(workdir: pathlib.Path, experiment: str) -> dict:
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("workdirs", nargs="+", type=pathlib.Path)
-  parser.add_argument("--experiment", default="swiss_roll")
   parser.add_argument("--out", type=pathlib.Path, help="write the results here")
   args = parser.parse_args(argv)
   runs = {}
   for workdir in args.workdirs:
-    run = runs[workdir.name] = score_members(workdir, args.experiment)
+    run = runs[workdir.name] = score_members(workdir)
     signal = run["signal"]
     learned = [k for k, m in enumerate(run["members"]) if m["success"]]
     print(

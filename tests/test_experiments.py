@@ -339,9 +339,7 @@ def test_population_members_benchmark(concentric_run, tmp_path):
 
   workdir, _ = concentric_run  # 8 members, selected at step 3
   out = tmp_path / "members.json"
-  runs = population_members.main(
-    [str(workdir), "--experiment=concentric", f"--out={out}"]
-  )
+  runs = population_members.main([str(workdir), f"--out={out}"])
   (run,) = runs.values()
   selection = json.loads((workdir / "population" / "selection.json").read_text())
   assert run["selected_member"] == selection["selected_member"]
