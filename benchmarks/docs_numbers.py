@@ -195,6 +195,37 @@ def fit_wobbly_levers() -> str:
   return "; ".join(parts)
 
 
+def fit_speed_table() -> str:
+  """docs/fit.md: fit on the README's circles against the concentric command,
+  round by round (fit_speed.py)."""
+  rounds: dict[int, dict] = {}
+  for row in _load("fit_speed.json")["rounds"]:
+    rounds.setdefault(row["round"], {})[row["mode"]] = row
+  modes = [m for m in ("fresh", "started", "one_thread") if m in rounds[min(rounds)]]
+  head = ["round", "`experiments/run.py --exp=concentric`"]
+  for mode in modes:
+    head += [f"`fit`, {mode.replace('_', ' ')}: tries (verdict)", f"{mode} / command"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for i, row in sorted(rounds.items()):
+    cells = [str(i), f"{row[modes[0]]['concentric_s']:.1f} s"]
+    for mode in modes:
+      r = row[mode]
+      cells += [
+        f"{r['fit_s']:.1f} s: {r['tries']} (`{r['verdict']}`)",
+        f"{r['ratio']:.2f}",
+      ]
+    lines.append("| " + " | ".join(cells) + " |")
+  return _block(lines)
+
+
+def fit_speed_fresh() -> str:
+  """docs/fit.md: the range of the fresh fit calls' ratios to the command."""
+  ratios = [
+    r["ratio"] for r in _load("fit_speed.json")["rounds"] if r["mode"] == "fresh"
+  ]
+  return f"{min(ratios):.2f}–{max(ratios):.2f}×"
+
+
 def fit_ellipse_members() -> str:
   """docs/fit.md: the ellipses' members, each trained to the end."""
   runs = _load("fit_battery.json")["ellipse_members"].values()
@@ -757,6 +788,8 @@ RENDERERS = {
   "fit-anchor-table": fit_anchor_table,
   "fit-ellipse-levers": fit_ellipse_levers,
   "fit-ellipse-members": fit_ellipse_members,
+  "fit-speed-table": fit_speed_table,
+  "fit-speed-fresh": fit_speed_fresh,
   "fit-wobbly-levers": fit_wobbly_levers,
   "gpu-step-table": gpu_step_table,
   "gpu-variant-table": gpu_variant_table,

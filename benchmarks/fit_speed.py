@@ -15,13 +15,16 @@ per try to the command's (a try trains the command's steps).
 before calling ``fit`` (a library caller's case: the backend has started
 with one CPU device): the population's members in groups from one thread
 per core (the default there), and all in one thread (``member_groups``
-patched to 1).
+patched to 1). ``--out=FILE`` writes the rounds as JSON (docs/fit.md's
+table: ``docs/results/fit_speed.json``, rendered by docs_numbers.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
+import platform
 import subprocess
 import sys
 import tempfile
@@ -66,6 +69,9 @@ def main(argv=None) -> list[dict]:
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--skip-first", action="store_true", help="a warm-up round")
   parser.add_argument("--started", action="store_true", help="jax started before fit")
+  parser.add_argument(
+    "--out", default=None, help="write the rounds as JSON (docs/results/fit_speed.json)"
+  )
   args = parser.parse_args(argv)
   modes = ("fresh", "started", "one_thread") if args.started else ("fresh",)
   rounds = []
@@ -100,7 +106,11 @@ def main(argv=None) -> list[dict]:
           flush=True,
         )
         if not (args.skip_first and i == 0):
-          rounds.append(row)
+          rounds.append({"round": i, **row})
+  if args.out:
+    pathlib.Path(args.out).write_text(
+      json.dumps({"machine": platform.node(), "rounds": rounds}, indent=1) + "\n"
+    )
   return rounds
 
 

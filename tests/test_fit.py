@@ -69,6 +69,7 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
     "train_and_evaluate",
     lambda config, *a, **k: (seen.append(config) or learned, None),
   )
+  monkeypatch.setattr(runner, "evaluate_run", lambda *a: None)
   x, labels = _two_rings()
   vaells_jax.fit(x, labels, workdir=tmp_path)
   assert seen == [fit_module.FIT_CONFIG]
@@ -249,6 +250,12 @@ def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
   loaded = vaells_jax.load(tmp_path)
   np.testing.assert_array_equal(loaded.psi, model.psi)
   assert (tmp_path / "summary.md").read_text().startswith("# fit: tries")
+  # Only the returned try is evaluated; the other keeps its verdict.
+  other = tmp_path / {"try1": ".", ".": "try1"}[tries["kept"]]
+  assert "eval_time_s" in json.loads((kept / "summary.json").read_text())
+  assert (kept / "orbits.png").exists() and not (other / "orbits.png").exists()
+  unevaluated = json.loads((other / "summary.json").read_text())
+  assert unevaluated["evaluated"] is False and "verdict" in unevaluated
   # Starting over removes the old tries; one try writes no tries.json.
   vaells_jax.fit(
     x,

@@ -160,8 +160,9 @@ def fit(
       config, 1 with a config you give). While a VAELLS run's verdict is not
       ``learned``, a fresh one (seed ``config.seed + k``, the same data split
       and anchors) trains in ``workdir/try<k>``; the best run by verdict,
-      then ``latent_coverage``, is returned, and ``workdir/tries.json``
-      names it for ``load``. 1: one run, whatever its verdict.
+      then ``latent_coverage``, is returned (and alone evaluated: metrics,
+      figures, ``summary.md``), and ``workdir/tries.json`` names it for
+      ``load``. 1: one run, whatever its verdict.
     time_budget_s: no further try starts once the time spent plus the
       longest try so far would exceed this many seconds (None: no limit).
 
@@ -179,7 +180,7 @@ def fit(
   """
   from vaells_jax.api import TRIES_NAME
   from vaells_jax.runs.cache import compilation_cache
-  from vaells_jax.runs.runner import train_and_evaluate  # imports jax, optax
+  from vaells_jax.runs.runner import evaluate_run, train_and_evaluate  # imports jax
 
   compilation_cache()
   if tries is None:
@@ -219,6 +220,7 @@ def fit(
       resume=resume,
       overwrite=overwrite,
       input_map=input_map,
+      evaluate=False,
     )
     if k == 0 and not resume:  # tries of a run this one replaced
       (workdir / TRIES_NAME).unlink(missing_ok=True)
@@ -244,8 +246,9 @@ def fit(
       log(f"verdict {said}; no further try within time_budget_s={time_budget_s}")
       break
     log(f"verdict {said}: try {k + 2} of {tries}, a fresh population in try{k + 1}/")
+  _, kept, trained = best
+  evaluate_run(trained, workdir / f"try{kept}" if kept else workdir, log)
   if len(record) > 1:
-    _, kept, trained = best
     atomic_write_text(
       workdir / TRIES_NAME,
       json.dumps({"kept": record[kept]["folder"], "tries": record}, indent=2),

@@ -50,6 +50,7 @@ __all__ = [
   "TrainingInterrupted",
   "WorkdirInUse",
   "check_data",
+  "evaluate_run",
   "execute",
   "plan_run",
   "short_run_warning",
@@ -267,6 +268,7 @@ def train_and_evaluate(
   overwrite: bool = False,
   progress=None,
   input_map: InputMap | None = None,
+  evaluate: bool = True,
 ) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
   """Trains ``config.model`` (VAELLS or a baseline) and writes every output.
 
@@ -287,6 +289,9 @@ def train_and_evaluate(
     input_map: ``data`` are the user's data conditioned by this map
       (:func:`vaells_jax.fit`): it is saved as ``input_map.json``, and the
       returned model and the report work in the user's units.
+    evaluate: False: train and write ``summary.json`` with the verdict but
+      without the metrics and figures (:func:`evaluate_run` adds them; fit
+      evaluates only the try it returns).
 
   Returns:
     ``(trained model, summary dict)``.
@@ -304,11 +309,17 @@ def train_and_evaluate(
       :func:`vaells_jax.training.loop.train_loop`.
   """
   plan = plan_run(config, data, workdir, resume, overwrite)
-  return execute(plan, log=log, progress=progress, input_map=input_map)
+  return execute(
+    plan, log=log, progress=progress, input_map=input_map, evaluate=evaluate
+  )
 
 
 def execute(
-  plan: RunPlan, log=print, progress=None, input_map: InputMap | None = None
+  plan: RunPlan,
+  log=print,
+  progress=None,
+  input_map: InputMap | None = None,
+  evaluate: bool = True,
 ) -> tuple[TrainedVAELLS | TrainedBaseline, dict]:
   """Trains and evaluates the run ``plan`` describes (:func:`train_and_evaluate`,
   whose arguments these are), without checking again what :func:`plan_run`
@@ -326,7 +337,22 @@ def execute(
   with lock_workdir(plan.workdir):
     if _found(plan.workdir) != plan.found:
       plan = plan_run(plan.config, plan.data, plan.workdir, plan.resume, plan.overwrite)
-    return _train_and_evaluate(plan, log, start, progress, warning, input_map)
+    trained, summary = _train(plan, log, start, progress, warning, input_map)
+    if evaluate:
+      summary = _evaluate(trained, plan.workdir, summary, log, warning)
+    return trained, summary
+
+
+def evaluate_run(trained, workdir, log=print) -> dict:
+  """Evaluates a run trained with ``evaluate=False`` (:func:`train_and_evaluate`):
+  the metrics and figures, merged into its ``summary.json``, which it returns."""
+  workdir = pathlib.Path(workdir)
+  with lock_workdir(workdir):
+    summary = json.loads((workdir / "summary.json").read_text())
+    if summary.get("evaluated", True):
+      return summary
+    summary.pop("evaluated")
+    return _evaluate(trained, workdir, summary, log, short_run_warning(trained.config))
 
 
 def _train_along(plan: RunPlan):
@@ -341,8 +367,9 @@ def _train_along(plan: RunPlan):
   return entry.trained(config, state, data), {"model": config.model, **info}
 
 
-def _train_and_evaluate(plan: RunPlan, log, start, progress, warning, input_map):
-  """:func:`execute` once the workdir is locked."""
+def _train(plan: RunPlan, log, start, progress, warning, input_map):
+  """:func:`execute`'s training, once the workdir is locked: the trained
+  model and its summary (written with ``"evaluated": false``)."""
   config, data, workdir = plan.config, plan.data, plan.workdir
   if plan.overwrite and not plan.resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
@@ -379,7 +406,17 @@ def _train_and_evaluate(plan: RunPlan, log, start, progress, warning, input_map)
       f"verdict: {summary['verdict']['verdict']} "
       f"({'; '.join(summary['verdict']['reasons'])})"
     )
-  if config.network == "conv":  # digits only: its imports take about 0.4 s
+  summary["wall_time_s"] = time.perf_counter() - start
+  summary["evaluated"] = False
+  atomic_write_text(workdir / "summary.json", json.dumps(summary, indent=2))
+  return trained, summary
+
+
+def _evaluate(trained, workdir, summary, log, warning) -> dict:
+  """The report of ``trained``'s data (metrics, figures, ``summary.md``)
+  merged into ``summary``, written to ``summary.json``."""
+  summary = {k: v for k, v in summary.items() if k != "evaluated"}
+  if trained.config.network == "conv":  # digits only: its imports take ~0.4 s
     from vaells_jax.evaluation import image_report as report
   else:
     report = synthetic_report
@@ -390,7 +427,7 @@ def _train_and_evaluate(plan: RunPlan, log, start, progress, warning, input_map)
   if warning:
     summary["not_meaningful"] = [k for k in STRUCTURE_METRICS if k in summary]
   summary["eval_time_s"] = time.perf_counter() - evaluated
-  summary["wall_time_s"] = time.perf_counter() - start
+  summary["wall_time_s"] += summary["eval_time_s"]
   log(f"writing {workdir / 'summary.json'}")
   atomic_write_text(workdir / "summary.json", json.dumps(summary, indent=2))
-  return trained, summary
+  return summary
