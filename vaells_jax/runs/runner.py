@@ -339,7 +339,7 @@ def execute(
       plan = plan_run(plan.config, plan.data, plan.workdir, plan.resume, plan.overwrite)
     trained, summary = _train(plan, log, start, progress, warning, input_map)
     if evaluate:
-      summary = _evaluate(trained, plan.workdir, summary, log, warning)
+      summary = _evaluate(trained, plan.config, plan.workdir, summary, log, warning)
     return trained, summary
 
 
@@ -352,7 +352,8 @@ def evaluate_run(trained, workdir, log=print) -> dict:
     if summary.get("evaluated", True):
       return summary
     summary.pop("evaluated")
-    return _evaluate(trained, workdir, summary, log, short_run_warning(trained.config))
+    config = trained.config
+    return _evaluate(trained, config, workdir, summary, log, short_run_warning(config))
 
 
 def _train_along(plan: RunPlan):
@@ -412,11 +413,11 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
   return trained, summary
 
 
-def _evaluate(trained, workdir, summary, log, warning) -> dict:
+def _evaluate(trained, config, workdir, summary, log, warning) -> dict:
   """The report of ``trained``'s data (metrics, figures, ``summary.md``)
   merged into ``summary``, written to ``summary.json``."""
   summary = {k: v for k, v in summary.items() if k != "evaluated"}
-  if trained.config.network == "conv":  # digits only: its imports take ~0.4 s
+  if config.network == "conv":  # digits only: its imports take about 0.4 s
     from vaells_jax.evaluation import image_report as report
   else:
     report = synthetic_report
