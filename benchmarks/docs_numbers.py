@@ -45,10 +45,10 @@ def _load(name: str) -> dict:
   return json.loads((RESULTS / name).read_text())
 
 
-def _fit_runs() -> dict[str, list[dict]]:
-  """fit_battery.json's runs of fit's defaults, by family."""
+def _fit_runs(key: str = "fit_defaults") -> dict[str, list[dict]]:
+  """fit_battery.json's runs of fit's defaults (or of ``key``), by family."""
   runs: dict[str, list[dict]] = {family: [] for family in FAMILIES}
-  for run in _load("fit_battery.json")["fit_defaults"].values():
+  for run in _load("fit_battery.json")[key].values():
     runs[run["family"]].append(run)
   return runs
 
@@ -113,9 +113,65 @@ def fit_battery_table() -> str:
   return _block(rows)
 
 
-def fit_rates() -> str:
+def fit_tries() -> str:
+  """docs/fit.md: the tries the battery's fits trained."""
+  runs = [r for group in _fit_runs().values() for r in group]
+  tries = sum(r["tries"] for r in runs)
+  first = sum(r["tries"] == 1 and r["verdict"] == "learned" for r in runs)
+  return (
+    f"The fits trained {tries} tries in all ({tries / len(runs):.1f} a fit); "
+    f"the first try was `learned` in {first} of the {len(runs)}"
+  )
+
+
+def fit_wobbly_ranges() -> str:
+  """docs/fit.md: how far the battery's wobbly fits got."""
+  runs = _fit_runs()["wobbly_100d"]
+
+  def span(values, digits=2):
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
+
+  return (
+    f"orbit coverage {span([r['orbit_coverage'] for r in runs])}, "
+    f"`latent_coverage` {span([r['signals']['latent_coverage'] for r in runs])}, "
+    "`reconstruction_noise_levels` "
+    f"{span([r['signals']['reconstruction_noise_levels'] for r in runs], 0)}"
+  )
+
+
+def fit_false_learned() -> str:
+  """docs/fit.md: the battery's fits called ``learned`` that did not learn."""
+  runs = [r for group in _fit_runs().values() for r in group]
+  wrong = [r for r in runs if r["verdict"] == "learned" and not r["success"]]
+  return (
+    "; ".join(
+      f"`{r['family']}` seed {r['seed']} (orbit coverage {r['orbit_coverage']:.2f}, "
+      f"`latent_coverage` {r['signals']['latent_coverage']:.2f})"
+      for r in wrong
+    )
+    or "none"
+  )
+
+
+def fit_scale_two_first_tries() -> str:
+  """docs/fit.md: one try at latent scale 2 on the families it was chosen on."""
+  runs: dict[str, list[dict]] = {}
+  for r in _load("fit_battery.json")["latent_scale_2_first_tries"].values():
+    runs.setdefault(r["family"], []).append(r)
+  return ", ".join(
+    f"{FAMILIES[family]} {_of(sum(r['success'] for r in group), len(group))}"
+    for family, group in runs.items()
+  )
+
+
+def fit_scale_one_rates() -> str:
+  """docs/fit.md: the battery's rates at latent scale 1."""
+  return fit_rates("fit_latent_scale_1")
+
+
+def fit_rates(key: str = "fit_defaults") -> str:
   """README: each family's rate and the verdict's precision and recall."""
-  runs = _fit_runs()
+  runs = _fit_runs(key)
   by_rate: dict[tuple[int, int], list[str]] = {}
   for family, group in runs.items():
     rate = (sum(r["success"] for r in group), len(group))
@@ -171,16 +227,15 @@ def fit_ellipse_levers() -> str:
   levers = _load("fit_battery.json")["ellipse_levers"]
   rows = [
     "| change (`fit_battery.py --families=ellipses --seeds=100,101,103,104 "
-    "--tries=1` and) | learned | orbit coverage, seeds 100 / 101 / 103 / 104 |",
+    "--tries=1 --set latent_scale=1` and) | learned "
+    "| orbit coverage, seeds 100 / 101 / 103 / 104 |",
     "|---|---|---|",
   ]
   for flags, runs in levers.items():
     runs = sorted(runs.values(), key=lambda r: r["seed"])
     coverage = " / ".join(f"{r['orbit_coverage']:.2f}" for r in runs)
     k = sum(r["success"] for r in runs)
-    rows.append(
-      f"| {flags or 'none (the defaults)'} | {_of(k, len(runs))} | {coverage} |"
-    )
+    rows.append(f"| {flags or 'none'} | {_of(k, len(runs))} | {coverage} |")
   return _block(rows)
 
 
@@ -218,18 +273,57 @@ def fit_speed_table() -> str:
   return _block(lines)
 
 
-def fit_speed_fresh() -> str:
+def fit_speed_fresh(name: str = "fit_speed.json") -> str:
   """docs/fit.md: the range of the fresh fit calls' ratios to the command."""
-  ratios = [
-    r["ratio"] for r in _load("fit_speed.json")["rounds"] if r["mode"] == "fresh"
-  ]
+  ratios = [r["ratio"] for r in _load(name)["rounds"] if r["mode"] == "fresh"]
   return f"{min(ratios):.2f}–{max(ratios):.2f}×"
+
+
+def fit_speed_two_tries() -> str:
+  """docs/fit.md: fresh calls of two tries (the circles at latent scale 1)."""
+  return fit_speed_fresh("fit_speed_scale_1.json")
+
+
+def first_command_table() -> str:
+  """docs/benchmarks-evaluation.md: the README's first command, run by run."""
+  rows = [
+    "| compilation cache | whole command | compile | training | evaluation "
+    "+ figures | longest silence (before the line) | orbit coverage |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for r in _load("first_command.json")["runs"]:
+    rows.append(
+      f"| {r['cache']} | {r['wall_s']:.1f} s | {r['compile_s']:.1f} s "
+      f"| {r['train_s']:.1f} s | {r['eval_s']:.1f} s "
+      f"| {r['longest_silence_s']:.1f} s (`{r['silent_before']}`) "
+      f"| {r['orbit_coverage']:.2f} |"
+    )
+  return _block(rows)
+
+
+def eval_time_table() -> str:
+  """docs/benchmarks-evaluation.md: the evaluation on an empty cache."""
+  rows = [
+    "| run | evaluation + figures | XLA compile | compiled programs "
+    "| longest compiles | largest metric difference from run 1 |",
+    "|---|---|---|---|---|---|",
+  ]
+  for i, r in enumerate(_load("eval_time.json")["runs"], 1):
+    longest = ", ".join(
+      f"`{name}` {secs:.1f} s" for name, secs in r["longest_compiles"][:3]
+    )
+    rows.append(
+      f"| {i} | {r['wall_s']:.1f} s | {r['compile_s']:.1f} s | {r['programs']} "
+      f"| {longest} | {r['max_metric_difference']:.3g} |"
+    )
+  return _block(rows)
 
 
 def fit_ellipse_members() -> str:
   """docs/fit.md: the ellipses' members, each trained to the end."""
   runs = _load("fit_battery.json")["ellipse_members"].values()
-  failing = {r["seed"] for r in _fit_runs()["ellipses"] if not r["success"]}
+  at_one = _fit_runs("fit_latent_scale_1")["ellipses"]
+  failing = {r["seed"] for r in at_one if not r["success"]}
   failed = sorted((r for r in runs if r["seed"] in failing), key=lambda r: r["seed"])
   rest = sorted((r for r in runs if r["seed"] not in failing), key=lambda r: r["seed"])
 
@@ -245,8 +339,9 @@ def fit_ellipse_members() -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
   return (
-    f"{learned(failed)} members learned on seeds {seeds(failed)}, the battery's "
-    f"failures (the best orbit coverage {best:.2f}), {learned(rest)} on seeds "
+    f"{learned(failed)} members learned on seeds {seeds(failed)}, the "
+    f"battery's failures at latent scale 1 (the best orbit coverage "
+    f"{best:.2f}), {learned(rest)} on seeds "
     f"{seeds(rest)}, "
     f"where the member `latent_coverage` keeps learned on {kept} of {len(rest)}"
   )
@@ -784,12 +879,20 @@ RENDERERS = {
   "swiss-verdict-fit": swiss_verdict_fit,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
+  "fit-tries": fit_tries,
+  "fit-scale-one-rates": fit_scale_one_rates,
+  "fit-scale-two-first-tries": fit_scale_two_first_tries,
+  "fit-wobbly-ranges": fit_wobbly_ranges,
+  "fit-false-learned": fit_false_learned,
   "fit-time": fit_time,
   "fit-anchor-table": fit_anchor_table,
   "fit-ellipse-levers": fit_ellipse_levers,
   "fit-ellipse-members": fit_ellipse_members,
   "fit-speed-table": fit_speed_table,
   "fit-speed-fresh": fit_speed_fresh,
+  "fit-speed-two-tries": fit_speed_two_tries,
+  "first-command-table": first_command_table,
+  "eval-time-table": eval_time_table,
   "fit-wobbly-levers": fit_wobbly_levers,
   "gpu-step-table": gpu_step_table,
   "gpu-variant-table": gpu_variant_table,

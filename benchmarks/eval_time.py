@@ -17,6 +17,7 @@ Usage::
     python benchmarks/eval_time.py                       # current tree
     python benchmarks/eval_time.py --against=main --repeats=3
     python benchmarks/eval_time.py --workdir=runs/concentric --top=10
+    python benchmarks/eval_time.py --repeats=3 --out=docs/results/eval_time.json
 """
 
 from __future__ import annotations
@@ -139,7 +140,9 @@ def main(argv=None) -> None:
   parser.add_argument("--against", help="git revision to compare with")
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--top", type=int, default=0, help="longest compiles shown")
+  parser.add_argument("--out", help="write the measurements as JSON")
   args = parser.parse_args(argv)
+  rows = []
   with tempfile.TemporaryDirectory() as tmp:
     workdir = pathlib.Path(args.workdir or pathlib.Path(tmp) / "run")
     if args.workdir is None:
@@ -163,8 +166,22 @@ def main(argv=None) -> None:
           f"load {os.getloadavg()[0]:.2f}",
           flush=True,
         )
-        for fun, secs in sorted(result["programs"], key=lambda p: -p[1])[: args.top]:
+        programs = sorted(result["programs"], key=lambda p: -p[1])
+        for fun, secs in programs[: args.top]:
           print(f"{'':>14}{secs:6.2f} s  {fun}")
+        rows.append(
+          {
+            "code": name,
+            "steps": None if args.workdir else args.steps,
+            "wall_s": result["wall_s"],
+            "compile_s": result["compile_s"],
+            "programs": result["compiles"],
+            "longest_compiles": programs[:5],
+            "max_metric_difference": diff,
+          }
+        )
+  if args.out:
+    pathlib.Path(args.out).write_text(json.dumps({"runs": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
