@@ -84,3 +84,22 @@ def test_a_run_another_process_wrote_meanwhile_is_planned_again(
   _run(dataclasses.replace(tiny_config, num_steps=4), tiny_data, tmp_path)
   with pytest.raises(ValueError, match="already holds a run"):
     runner.execute(plan, log=lambda line: None)
+
+
+def test_a_run_whose_evaluation_fails_writes_no_summary(
+  tmp_path, tiny_config, tiny_data, counted, monkeypatch
+):
+  # compare.py and seed_rates.py take summary.json as a finished run.
+  from vaells_jax.evaluation import synthetic_report
+
+  def broken(*args, **kwargs):
+    raise RuntimeError("evaluation stopped")
+
+  monkeypatch.setattr(synthetic_report, "evaluate_and_report", broken)
+  with pytest.raises(RuntimeError, match="evaluation stopped"):
+    _run(tiny_config, tiny_data, tmp_path)
+  assert not (tmp_path / "summary.json").exists()
+  # Without the evaluation, the summary holds the verdict, marked unevaluated.
+  _run(tiny_config, tiny_data, tmp_path / "b", evaluate=False)
+  summary = (tmp_path / "b" / "summary.json").read_text()
+  assert '"evaluated": false' in summary and '"verdict"' in summary

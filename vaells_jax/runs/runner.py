@@ -338,8 +338,11 @@ def execute(
     if _found(plan.workdir) != plan.found:
       plan = plan_run(plan.config, plan.data, plan.workdir, plan.resume, plan.overwrite)
     trained, summary = _train(plan, log, start, progress, warning, input_map)
-    if evaluate:
+    if evaluate:  # summary.json once, complete: callers take it as a finished run
       summary = _evaluate(trained, plan.config, plan.workdir, summary, log, warning)
+    else:
+      summary["evaluated"] = False
+      atomic_write_text(plan.workdir / "summary.json", json.dumps(summary, indent=2))
     return trained, summary
 
 
@@ -370,7 +373,7 @@ def _train_along(plan: RunPlan):
 
 def _train(plan: RunPlan, log, start, progress, warning, input_map):
   """:func:`execute`'s training, once the workdir is locked: the trained
-  model and its summary (written with ``"evaluated": false``)."""
+  model and its summary (not yet written)."""
   config, data, workdir = plan.config, plan.data, plan.workdir
   if plan.overwrite and not plan.resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
@@ -408,15 +411,12 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
       f"({'; '.join(summary['verdict']['reasons'])})"
     )
   summary["wall_time_s"] = time.perf_counter() - start
-  summary["evaluated"] = False
-  atomic_write_text(workdir / "summary.json", json.dumps(summary, indent=2))
   return trained, summary
 
 
 def _evaluate(trained, config, workdir, summary, log, warning) -> dict:
   """The report of ``trained``'s data (metrics, figures, ``summary.md``)
   merged into ``summary``, written to ``summary.json``."""
-  summary = {k: v for k, v in summary.items() if k != "evaluated"}
   if config.network == "conv":  # digits only: its imports take about 0.4 s
     from vaells_jax.evaluation import image_report as report
   else:
