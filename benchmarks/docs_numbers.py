@@ -53,6 +53,11 @@ def _fit_runs(key: str = "fit_defaults") -> dict[str, list[dict]]:
   return runs
 
 
+def _all_fit_runs() -> list[dict]:
+  """fit_battery.json's runs of fit's defaults, every family."""
+  return [r for group in _fit_runs().values() for r in group]
+
+
 def _of(k: int, n: int, bold_from: float | None = None) -> str:
   text = f"{k} of {n}"
   return f"**{text}**" if bold_from is not None and k >= bold_from * n else text
@@ -115,7 +120,7 @@ def fit_battery_table() -> str:
 
 def fit_tries() -> str:
   """docs/fit.md: the tries the battery's fits trained."""
-  runs = [r for group in _fit_runs().values() for r in group]
+  runs = _all_fit_runs()
   tries = sum(r["tries"] for r in runs)
   first = sum(r["tries"] == 1 and r["verdict"] == "learned" for r in runs)
   return (
@@ -141,7 +146,7 @@ def fit_wobbly_ranges() -> str:
 
 def fit_false_learned() -> str:
   """docs/fit.md: the battery's fits called ``learned`` that did not learn."""
-  runs = [r for group in _fit_runs().values() for r in group]
+  runs = _all_fit_runs()
   wrong = [r for r in runs if r["verdict"] == "learned" and not r["success"]]
   return (
     "; ".join(
@@ -190,7 +195,7 @@ def fit_rates(key: str = "fit_defaults") -> str:
 
 def fit_time() -> str:
   """README: the wall time of a fit call over the battery."""
-  times = [r["wall_time_s"] for group in _fit_runs().values() for r in group]
+  times = [r["wall_time_s"] for r in _all_fit_runs()]
   return (
     f"{min(times):.0f}–{max(times):.0f} s a call, median "
     f"{statistics.median(times):.0f} s"
