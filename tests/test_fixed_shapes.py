@@ -4,8 +4,10 @@
 restarts of a solve into pairs (the synthetic report's paths run through the
 log-likelihood's one-restart program this way); the reference is the
 restart solve itself, ``Solver.__call__``, whose coefficients must come
-back bit for bit when both programs solve at most 512 pairs (XLA:CPU rounds
-larger batches apart: docs/benchmarks-evaluation.md).
+back to float32 rounding when both programs solve at most 512 pairs: bit for
+bit where XLA:CPU compiles both alike, all but a few last bits where it does
+not (it depends on the CPU; larger batches round further apart:
+docs/benchmarks-evaluation.md).
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ def test_restarts_as_pairs_equal_restart_solve(problem, pairs):
   coeffs, objective = solve_restarts_as_pairs(
     SOLVER, psi, z0, z1, l1_weight=L1, key=key, pairs=pairs
   )
-  np.testing.assert_array_equal(coeffs, np.asarray(expected.coeffs))
+  expected_coeffs = np.asarray(expected.coeffs)
+  # Bit for bit on one x86 CPU; on an AMD EPYC 2 of the 80 differ by < 1e-6.
+  assert np.mean(coeffs != expected_coeffs) <= 0.05
+  np.testing.assert_allclose(coeffs, expected_coeffs, rtol=1e-5, atol=1e-6)
   # The final objective (jax.scipy.linalg.expm of [R, N] against [1, R N]
   # coefficients) rounds apart by up to an ulp.
   np.testing.assert_allclose(objective, np.asarray(expected.objective), rtol=3e-7)

@@ -184,9 +184,10 @@ def solve_restarts_as_pairs(solver, psi, z0, z1, *, l1_weight: float, key, pairs
   ``pairs`` pairs (the last padded), so that its program is the one of any
   other one-restart solve of ``pairs`` pairs with the same settings. Each
   pair keeps its lowest objective over its restarts, the first on ties, as
-  ``solver`` does. The coefficients equal ``solver``'s bit for bit where
-  both programs solve at most 512 pairs (measured on XLA:CPU); a larger
-  batch rounds apart in the last bit, which the iterations can amplify
+  ``solver`` does. The coefficients equal ``solver``'s to float32 rounding
+  where both programs solve at most 512 pairs (bit for bit where XLA:CPU
+  compiles both alike, which depends on the CPU); a larger batch rounds
+  apart in the last bits, which the iterations can amplify
   (``docs/benchmarks-evaluation.md``).
 
   Args:

@@ -93,7 +93,8 @@ def _in_chunks(solve_one, init, z0, z1, l1_weight, chunk=CHUNK):
   chunk is padded with copies of the last start: a zero pair's gradient is
   zero, and jaxopt's line search then tries every step length on every
   iteration. Up to ``chunk`` starts, one vmap over restarts of a vmap over
-  pairs (the program ``solve_restarts_as_pairs`` reproduces bit for bit).
+  pairs (the program ``solve_restarts_as_pairs`` reproduces to float32
+  rounding).
   """
   num_restarts, num_pairs, num_ops = init.shape
   total = num_restarts * num_pairs
