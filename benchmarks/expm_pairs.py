@@ -23,11 +23,13 @@ Usage::
 
     python benchmarks/expm_pairs.py                   # d = 6, M = 4, 288 pairs
     python benchmarks/expm_pairs.py --scale=10        # a trained state's norms
+    python benchmarks/expm_pairs.py --out=FILE.json   # also write the rows
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import jax
@@ -44,13 +46,14 @@ PRODUCTS = {
 }
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--dim", type=int, default=6)
   parser.add_argument("--ops", type=int, default=4)
   parser.add_argument("--pairs", type=int, default=288)
   parser.add_argument("--scale", type=float, default=1.0)
   parser.add_argument("--repeats", type=int, default=30)
+  parser.add_argument("--out", default=None, help="also write the rows here")
   args = parser.parse_args(argv)
   d, m, p = args.dim, args.ops, args.pairs
   rng = np.random.default_rng(0)
@@ -104,14 +107,27 @@ def main(argv=None) -> None:
   )
   print("| case | ms (min) | vs expm_small | max relative difference |")
   print("|---|---|---|---|")
+  table = {}
   for name in cases:
     base = name.split(",")[0] + ", expm_small"
     value, reference = (np.asarray(results[k]) for k in (name, base))
     difference = np.abs(value - reference).max() / np.abs(reference).max()
+    table[name] = {"ms": 1e3 * min(times[name]), "difference": float(difference)}
+    table[name]["speedup"] = min(times[base]) / min(times[name])
     print(
-      f"| {name} | {1e3 * min(times[name]):.2f} "
-      f"| {min(times[base]) / min(times[name]):.1f}x | {difference:.1e} |"
+      f"| {name} | {table[name]['ms']:.2f} "
+      f"| {table[name]['speedup']:.1f}x | {difference:.1e} |"
     )
+  out = {
+    "settings": {"d": d, "M": m, "pairs": p, "scale": args.scale},
+    "norm_median": float(np.median(norms)),
+    "norm_max": float(norms.max()),
+    "cases": table,
+  }
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(out, f, indent=2)
+  return out
 
 
 if __name__ == "__main__":

@@ -19,11 +19,13 @@ Usage::
     python benchmarks/inference_scaling.py --quick    # CI smoke mode
     python benchmarks/inference_scaling.py --method=pgd --sweeps=pairs
     python benchmarks/inference_scaling.py --sweeps=pairs --values=1000,1024
+    python benchmarks/inference_scaling.py --out=docs/results/inference_scaling.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import jax
@@ -122,6 +124,7 @@ def main(argv=None) -> dict[str, list[dict]]:
   parser.add_argument(
     "--values", default=None, help="the sizes of a single sweep, e.g. 1000,1024"
   )
+  parser.add_argument("--out", default=None, help="also write the results here")
   args = parser.parse_args(argv)
   iterations = args.iterations or (5 if args.quick else 50)
   repeats = args.repeats or (1 if args.quick else 3)
@@ -163,6 +166,11 @@ def main(argv=None) -> dict[str, list[dict]]:
         f"| {r['us_per_pair']:.2f} | {r['compile_s']:.1f} "
         f"| {r['memory_mb']:.2f} |"
       )
+  if args.out:
+    env = {"device": str(jax.devices()[0]), "jax": jax.__version__}
+    settings = {"iterations": iterations, "repeats": repeats, "method": args.method}
+    with open(args.out, "w") as f:
+      json.dump({"environment": env, **settings, "sweeps": results}, f, indent=2)
   return results
 
 

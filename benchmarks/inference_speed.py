@@ -9,7 +9,8 @@ and in one run:
   one jitted solve over every sample's posterior pair and anchor pairs (each
   with its own sparsity weight and start range), vmapped over pairs and
   restarts;
-* ``jit_loop``: a Python loop over a jitted single-pair solve (same solver);
+* ``jit_loop``: a Python loop over a jitted single-pair solve (same solver
+  and settings);
 * ``cg_default_tol``: scipy CG at its default tolerance, NOT the original's
   setting: a per-pair, per-restart loop of ``scipy.optimize.minimize(
   method="CG", options={"maxiter": 50})`` with ``gtol=1e-5``
@@ -19,9 +20,10 @@ and in one run:
   runs to 50 or a failed line search, so it is cheaper than the original and
   ends higher.
 
-The batched solve runs each setting of ``SETTINGS`` (proximal gradient at two
-budgets, Levenberg-Marquardt). A second check solves one step's pairs for several
-problem seeds and compares each setting's objectives with CG's, pair by pair.
+The batched solve runs each setting of ``SETTINGS`` (the library's default
+``auto``, proximal gradient at two budgets, Levenberg-Marquardt). A second
+check solves one step's pairs for several problem seeds and compares each
+setting's objectives with CG's, pair by pair.
 
 Pairs are drawn like a training step draws them: samples ``z = T(c) f(x) + gamma
 eps`` around encodings, anchors elsewhere on the latent manifold. Throughput is
@@ -34,11 +36,18 @@ Usage::
 
     python benchmarks/inference_speed.py            # full
     python benchmarks/inference_speed.py --quick    # CI smoke mode
-    python benchmarks/inference_speed.py --settings=fista_train,pgd_train \
-      --cases=concentric,swiss_roll --seeds=0     # the synthetic training solves
+    python benchmarks/inference_speed.py --cases=concentric,swiss_roll \
+      --settings=fista_train,pgd_train,gauss_newton_train  # the training solves
 """
 
 from __future__ import annotations
+
+# BLAS and OpenMP on one thread before numpy loads, as the original ran its
+# scipy loops (original_method.py; a 2 x 2 scipy expm takes 50 us pinned
+# and up to 100x that with OpenBLAS's threads on a busy 2-core CPU).
+import original_method  # noqa: F401
+
+# isort: split
 
 import argparse
 import json
@@ -54,6 +63,7 @@ from scipy_reference import default_tol_cg_pairs
 import vaells_jax
 from vaells_jax import infer_coefficients, transport
 from vaells_jax.core.inference import solver_starts
+from vaells_jax.core.solvers import resolve
 
 
 class Case(NamedTuple):
@@ -118,19 +128,23 @@ def scipy_objectives(case: Case, psi, pairs, key):
   return default_tol_cg_pairs(psi, z0, z1, l1, starts)[1]
 
 
-# Solver settings compared: jaxopt's proximal gradient at its default
-# iterations and tolerance, proximal gradient run longer, and
-# Levenberg-Marquardt on the smoothed objective. The last two use tol 1e-6: at
-# the default 1e-4 a solver stops once the data term fits, before the l1 term
-# (weights 1e-6 to 5e-5) has any say.
+# Solver settings compared: the library's default (``auto``: the solver
+# measured fastest for the problem's shape, at its default tolerance), jaxopt's
+# proximal gradient at its default iterations and tolerance, proximal gradient
+# run longer, and Levenberg-Marquardt on the smoothed objective. The last two
+# use tol 1e-6: at the default 1e-4 a solver stops once the data term fits,
+# before the l1 term (weights 1e-6 to 5e-5) has any say.
 SETTINGS = {
-  "default": {"method": "fista"},
-  "tight": {"method": "fista", "max_iter": 300, "tol": 1e-6},
+  "auto": {},
+  "fista": {"method": "fista"},
+  "fista_tight": {"method": "fista", "max_iter": 300, "tol": 1e-6},
   "lm": {"method": "lm", "tol": 1e-6},
-  # As the synthetic experiments train (config.inference_tol = 1e-9: every
-  # pair runs all 100 iterations), jaxopt fista against the per-pair-step pgd.
+  # At the synthetic experiments' training tolerance (config.inference_tol =
+  # 1e-9: fista and pgd run all 100 iterations), jaxopt fista against the
+  # per-pair-step pgd and gauss_newton (the experiments' solver).
   "fista_train": {"method": "fista", "tol": 1e-9},
   "pgd_train": {"method": "pgd", "tol": 1e-9},
+  "gauss_newton_train": {"method": "gauss_newton", "tol": 1e-9},
 }
 
 
@@ -170,6 +184,34 @@ def make_batched(case: Case, settings: dict):
   return step
 
 
+def make_single(restarts: int, settings: dict):
+  """One pair's solve, jitted: the loop's step."""
+  return jax.jit(
+    lambda psi, a, b, lam, lo, hi, k: infer_coefficients(
+      psi,
+      a,
+      b,
+      l1_weight=lam,
+      key=k,
+      num_restarts=restarts,
+      init_range=(lo, hi),
+      **settings,
+    )
+  )
+
+
+def jit_loop(single, psi, pairs):
+  """Each pair solved alone by the jitted ``single``: objectives."""
+  z0, z1, l1, lo, hi = pairs
+  keys = jax.random.split(jax.random.PRNGKey(1), len(z0))
+  return np.asarray(
+    [
+      float(single(psi, z0[i], z1[i], l1[i], lo[i], hi[i], keys[i]).objective)
+      for i in range(len(z0))
+    ]
+  )
+
+
 def timed(fn, repeats):
   """Returns (first-call seconds, min, median of ``repeats`` later calls, output)."""
   start = time.perf_counter()
@@ -184,7 +226,7 @@ def timed(fn, repeats):
 
 
 def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict]:
-  """One row per solver setting; the per-pair loops are timed once."""
+  """One row per solver setting; the scipy loop is timed once for all."""
   psi, enc, z, anchors = make_problem(case)
   key = jax.random.PRNGKey(0)
   restarts = case.restarts
@@ -194,32 +236,7 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
   # and the anchor pairs (a_i -> z), each with its weight and start range.
   n = min(subset, case.batch)
   pairs = loop_pairs(case, enc, z, anchors, n)
-  z0, z1, l1, lo, hi = pairs
-  loop_solves = len(z0) * restarts
-
-  single = jax.jit(
-    lambda psi, a, b, lam, lo, hi, k: infer_coefficients(
-      psi,
-      a,
-      b,
-      l1_weight=lam,
-      key=k,
-      num_restarts=restarts,
-      init_range=(lo, hi),
-      method="fista",
-    )
-  )
-  keys = jax.random.split(jax.random.PRNGKey(1), len(z0))
-
-  def jit_loop():
-    return np.asarray(
-      [
-        float(single(psi, z0[i], z1[i], l1[i], lo[i], hi[i], keys[i]).objective)
-        for i in range(len(z0))
-      ]
-    )
-
-  jit_first, jit_best, _, jit_obj = timed(jit_loop, 1)
+  loop_solves = len(pairs[0]) * restarts
 
   # The faster of two runs: one run of the loop varied 2x on this shared CPU.
   cg_runs = [
@@ -234,6 +251,10 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
     first, best, median, result = timed(
       lambda step=step: step(psi, enc, z, anchors, key), repeats
     )
+    single = make_single(restarts, settings)
+    jit_first, jit_best, _, jit_obj = timed(
+      lambda single=single: jit_loop(single, psi, pairs), 1
+    )
     batched_obj = np.asarray(result.objective[:n]).ravel()
     rates = {
       "batched": solves / best,
@@ -245,6 +266,7 @@ def run_case(case: Case, subset: int, repeats: int, settings_names) -> list[dict
         "case": case.name,
         "solver": name,
         "settings": settings,
+        "method": resolve(settings.get("method", "auto"), case.num_ops, case.dim),
         "pair_solves_per_step": solves,
         "batched_compile_s": first - median,
         "batched_step_ms_min": 1e3 * best,
@@ -333,26 +355,27 @@ def main(argv=None):
   parser.add_argument(
     "--settings",
     default=None,
-    help="comma-separated names of SETTINGS to run (default: all; --quick: default)",
+    help="comma-separated names of SETTINGS (default: auto, fista, fista_tight, "
+    "lm; --quick: auto)",
   )
   parser.add_argument(
     "--cases", default=None, help="comma-separated case names (default: all)"
   )
-  parser.add_argument("--json", default=None, help="also write results here")
+  parser.add_argument("--out", default=None, help="also write the results here")
   args = parser.parse_args(argv)
   repeats = args.repeats or (3 if args.quick else 20)
   subset = args.subset or (2 if args.quick else 30)
   seeds = range(args.seeds if args.seeds is not None else 0 if args.quick else 5)
   env = environment()
   print(" ".join(f"{k}={v}" for k, v in env.items()))
-  names = ["default"] if args.quick else list(SETTINGS)
+  names = ["auto"] if args.quick else ["auto", "fista", "fista_tight", "lm"]
   if args.settings:
     names = args.settings.split(",")
   cases = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
   results = [row for case in cases for row in run_case(case, subset, repeats, names)]
   print()
   print(
-    "The jit loop runs the default solver settings; "
+    "Settings: "
     + "; ".join(f"{name}: {SETTINGS[name] or 'defaults'}" for name in names)
     + "."
   )
@@ -390,8 +413,8 @@ def main(argv=None):
   checks = {case.name: objective_check(case, names, seeds) for case in cases}
   if seeds:
     _print_check(checks, seeds)
-  if args.json:
-    with open(args.json, "w") as f:
+  if args.out:
+    with open(args.out, "w") as f:
       json.dump(
         {"environment": env, "results": results, "objective_check": checks}, f, indent=2
       )

@@ -16,12 +16,14 @@ Usage::
     python benchmarks/loop_ops.py --experiments=concentric,swiss_roll
     python benchmarks/loop_ops.py --experiments=concentric --iterations-at=1000,3000
     python benchmarks/loop_ops.py --inference-method=pgd --max-iter=300
+    python benchmarks/loop_ops.py --iterations-at=1000,3000 --out=FILE.json
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import pathlib
 import re
 import sys
@@ -127,6 +129,7 @@ def main(argv=None) -> list[dict]:
     help="comma-separated training steps: also report the iterations per pair there",
   )
   om.add_solver_flags(parser)
+  parser.add_argument("--out", default=None, help="also write the rows here")
   args = parser.parse_args(argv)
   overrides = om.solver_overrides(args)
   rows = [loop_ops(n, args.mnist_dir, **overrides) for n in args.experiments.split(",")]
@@ -137,8 +140,16 @@ def main(argv=None) -> list[dict]:
       f"| {r['experiment']} | {r['total']} | {r.get('fusion', 0)} "
       f"| {r.get('copy', 0)} | {r.get('conditional', 0)} |"
     )
-  if not args.iterations_at:
-    return rows
+  table = []
+  if args.iterations_at:
+    table = iterations_table(args, overrides)
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump({"overrides": overrides, "ops": rows, "iterations": table}, f, indent=2)
+  return rows + table
+
+
+def iterations_table(args, overrides) -> list[dict]:
   steps = [int(s) for s in args.iterations_at.split(",")]
   table = [
     row
@@ -156,7 +167,7 @@ def main(argv=None) -> list[dict]:
       f"| {r['experiment']} | {r['at_step']} | {r['pairs']} | {r['median']:.0f} / "
       f"{r['p90']:.0f} | {r['at_max']:.0%} of {r['max_iter']} | {r['converged']:.0%} |"
     )
-  return rows + table
+  return table
 
 
 if __name__ == "__main__":

@@ -16,11 +16,13 @@ Usage::
 
     python benchmarks/pgd_quality.py            # all settings
     python benchmarks/pgd_quality.py --quick    # d = 2 only, fewer pairs
+    python benchmarks/pgd_quality.py --out=docs/results/pgd_quality.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import jax
 import jax.numpy as jnp
@@ -102,9 +104,9 @@ def run(d, m, n, max_iter, brute, dtype, seed=0):
   row = {
     "d": d,
     "M": m,
-    "ratio_q": np.quantile(ratio, [0.05, 0.5, 0.95]),
-    "as_good": np.mean(pgd <= fista * (1 + 1e-3) + 1e-9),
-    "within_2pc": np.mean(pgd <= fista * 1.02 + 1e-9),
+    "ratio_q": [float(q) for q in np.quantile(ratio, [0.05, 0.5, 0.95])],
+    "as_good": float(np.mean(pgd <= fista * (1 + 1e-3) + 1e-9)),
+    "within_2pc": float(np.mean(pgd <= fista * 1.02 + 1e-9)),
   }
   if brute:
     lo, hi = (jnp.full(n, v, dtype) for v in INIT_RANGE)
@@ -113,8 +115,8 @@ def run(d, m, n, max_iter, brute, dtype, seed=0):
     best = np.array(
       [brute_force(psi, z0[i], z1[i], starts[i], rng) for i in range(brute)]
     )
-    row["pgd_near_best"] = np.mean(pgd[:brute] <= best * 1.02 + 1e-9)
-    row["fista_near_best"] = np.mean(fista[:brute] <= best * 1.02 + 1e-9)
+    row["pgd_near_best"] = float(np.mean(pgd[:brute] <= best * 1.02 + 1e-9))
+    row["fista_near_best"] = float(np.mean(fista[:brute] <= best * 1.02 + 1e-9))
   return row
 
 
@@ -125,6 +127,7 @@ def main(argv=None):
   parser.add_argument("--max-iter", type=int, default=100)
   parser.add_argument("--brute", type=int, default=None, help="pairs brute-forced")
   parser.add_argument("--float64", action="store_true")
+  parser.add_argument("--out", default=None, help="also write the rows here")
   args = parser.parse_args(argv)
   n = args.pairs or (100 if args.quick else 400)
   brute = args.brute if args.brute is not None else (0 if args.quick else 30)
@@ -138,11 +141,13 @@ def main(argv=None):
     "| pgd <= fista (2%) | pgd / fista within 2% of brute force |"
   )
   print("|---|---|---|---|---|---|")
+  rows = []
   with jax.enable_x64(args.float64):
     dtype = jnp.float64 if args.float64 else jnp.float32
     for d in dims:
       for m in (1, 2, 4):
         r = run(d, m, n, args.max_iter, brute, dtype)
+        rows.append(r)
         near = (
           f"{r['pgd_near_best']:.2f} / {r['fista_near_best']:.2f}" if brute else "-"
         )
@@ -150,6 +155,11 @@ def main(argv=None):
         print(
           f"| {d} | {m} | {q} | {r['as_good']:.2f} | {r['within_2pc']:.2f} | {near} |"
         )
+  if args.out:
+    settings = {"pairs": n, "max_iter": args.max_iter, "brute": brute, "l1": L1}
+    with open(args.out, "w") as f:
+      json.dump({**settings, "rows": rows}, f, indent=2)
+  return rows
 
 
 if __name__ == "__main__":
