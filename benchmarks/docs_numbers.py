@@ -9,8 +9,9 @@ README and the docs pages from the JSON in ``docs/results/``;
 
 (inline, e.g. in a table cell, or around whole lines), and ``NAME`` is a key
 of :data:`RENDERERS`: a function of the results that returns the span's
-text. Change a number by rerunning its measurement into its JSON, then this
-script; never by hand.
+text. ``NAME:ARG:ARG`` passes the arguments to it (one renderer for every
+cell of a kind, e.g. ``gen:speed:concentric:auto``). Change a number by
+rerunning its measurement into its JSON, then this script; never by hand.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import re
 import statistics
 import sys
 
+import docs_inference
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SPAN = re.compile(r"(<!-- gen:([\w-]+) -->)(.*?)(<!-- /gen -->)", re.S)
+SPAN = re.compile(r"(<!-- gen:([\w:.-]+) -->)(.*?)(<!-- /gen -->)", re.S)
 
 # fit_battery.py's families in the order and words the docs use.
 FAMILIES = {
@@ -905,6 +907,7 @@ RENDERERS = {
   "gpu-likelihood": gpu_likelihood,
   "gpu-summary": gpu_summary,
   "gpu-trained-ms": gpu_trained_ms,
+  **docs_inference.RENDERERS,
 }
 
 
@@ -913,19 +916,27 @@ def spans(text: str):
   return [(m.group(2), m.group(3)) for m in SPAN.finditer(text)]
 
 
-def render(text: str, rendered: dict) -> str:
+def _render(name: str, cache: dict) -> str | None:
+  """A span's text: ``RENDERERS[head](*args)`` for ``head:arg:arg``; None
+  for a name without a renderer."""
+  if name not in cache:
+    head, *args = name.split(":")
+    cache[name] = RENDERERS[head](*args) if head in RENDERERS else None
+  return cache[name]
+
+
+def render(text: str, cache: dict) -> str:
   """``text`` with every span replaced by its renderer's output."""
-  return SPAN.sub(lambda m: m.group(1) + rendered[m.group(2)] + m.group(4), text)
+  return SPAN.sub(lambda m: m.group(1) + _render(m.group(2), cache) + m.group(4), text)
 
 
 def stale(pages=PAGES) -> list[str]:
   """``page: name`` of every span that differs from its rendering (or whose
   name has no renderer)."""
-  rendered = {name: fn() for name, fn in RENDERERS.items()}
-  out = []
+  cache, out = {}, []
   for page in pages:
     for name, text in spans(page.read_text()):
-      if name not in rendered or text != rendered[name]:
+      if text != _render(name, cache):
         where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
         out.append(f"{where}: {name}")
   return out
@@ -939,10 +950,10 @@ def main(argv=None) -> int:
     out = stale()
     print("\n".join(out) or "every generated span is up to date")
     return 1 if out else 0
-  rendered = {name: fn() for name, fn in RENDERERS.items()}
+  cache = {}
   for page in PAGES:
     text = page.read_text()
-    new = render(text, rendered)
+    new = render(text, cache)
     if new != text:
       page.write_text(new)
       print(f"rewrote {page.relative_to(ROOT)}")

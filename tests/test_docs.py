@@ -195,7 +195,7 @@ def test_generated_numbers_match_docs_results():
 
   assert docs_numbers.stale() == []
   used = {
-    name
+    name.split(":")[0]
     for page in docs_numbers.PAGES
     for name, _ in docs_numbers.spans(page.read_text())
   }
@@ -211,5 +211,4 @@ def test_a_hand_edited_number_is_stale(tmp_path):
   name, span = docs_numbers.spans(text)[0]
   edited.write_text(text.replace(span, span.replace("1", "2", 1), 1))
   assert docs_numbers.stale([edited]) == [f"README.md: {name}"]
-  rendered = {n: fn() for n, fn in docs_numbers.RENDERERS.items()}
-  assert docs_numbers.render(edited.read_text(), rendered) == text
+  assert docs_numbers.render(edited.read_text(), {}) == text

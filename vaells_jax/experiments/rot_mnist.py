@@ -21,7 +21,7 @@ def get_config(budget: str = "paper") -> Config:
     lr_anchor=0.0,
     # One operator: the global minimum of each pair's coefficient
     # (vaells_jax.core.solvers.exact) instead of one proximal-gradient start;
-    # 45x faster than "fista" per solve at this size and never higher
+    # tens of times faster than "fista" per solve at this size and never higher
     # (docs/benchmarks-inference.md, "One operator: the exact solver"). The results in
     # docs/experiments-rot-mnist.md were measured with "fista".
     inference_method="exact",

@@ -87,7 +87,8 @@ def resolve(method: str, num_ops: int, dim: int, starts: bool = False) -> str:
   """The solver ``method`` names for ``num_ops`` operators on ``dim``-D codes:
   itself, or for ``"auto"`` the fastest measured for that shape:
   ``gauss_newton`` for ``d = 2`` (its closed-form 2 x 2 steps), ``exact`` for
-  one operator (a global search, 45x ``fista`` at ``d = 10``) unless the
+  one operator (a global search, tens of times faster than ``fista`` at
+  ``d = 10``: docs/benchmarks-inference.md) unless the
   solve is from given ``starts``, ``pgd`` otherwise (``fista`` with a step
   per pair) (docs/benchmarks.md, "Which solver").
   """
