@@ -24,6 +24,7 @@ import statistics
 import sys
 
 import docs_inference
+import docs_original
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -908,6 +909,7 @@ RENDERERS = {
   "gpu-summary": gpu_summary,
   "gpu-trained-ms": gpu_trained_ms,
   **docs_inference.RENDERERS,
+  **docs_original.RENDERERS,
 }
 
 

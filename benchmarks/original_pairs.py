@@ -186,6 +186,7 @@ def run_experiment(
   return {
     "experiment": name,
     "at_step": at_step,
+    "inference_method": config.inference_method,
     "our_pair_solves": om.our_pair_solves(config, num_anchors),
     "original_pair_solves": om.original_pair_solves(config, num_anchors),
     "compile_s": compile_s,

@@ -120,6 +120,7 @@ def run_experiment(
     "batch_size": config.batch_size,
     "pair_solves_per_step": om.our_pair_solves(config, anchors),
     "original_pair_solves_per_step": om.original_pair_solves(config, anchors),
+    "inference_method": config.inference_method,
     "inference_max_iter": config.inference_max_iter,
     "vaells_jax": our_time,
     "original": original_time,

@@ -1,0 +1,163 @@
+"""The numbers against the original method, rendered (docs/benchmarks.md, README).
+
+The renderers of :mod:`docs_numbers` for ``original_pairs_step*.json``
+(``python benchmarks/original_pairs.py``: a training step's own pairs, the
+library's solve against the original method) and ``train_step_*.json``
+(``python benchmarks/train_step.py``: whole training steps). Names taking
+arguments are written ``gen:NAME:ARG:ARG`` in a page.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
+STEPS = (1000,)  # original_pairs_step{S}.json
+
+
+def _load(name: str):
+  return json.loads((RESULTS / name).read_text())
+
+
+def _n(n: float) -> str:
+  return f"{n:,.0f}".replace(",", " ")
+
+
+def _pair_rows() -> list[dict]:
+  """Every experiment's row at every step, in step order."""
+  rows = [r for step in STEPS for r in _load(f"original_pairs_step{step}.json")]
+  return sorted(rows, key=lambda r: (r["experiment"], r["at_step"]))
+
+
+def _as_good(part: dict) -> int:
+  return round(part["as_good_fraction"] * part["pairs"])
+
+
+def original_pairs_table() -> str:
+  rows = [
+    "| experiment (step) | solver | pair-solves | ours ms (min / median) "
+    "| original ms (min / median) | speed-up | original CG iterations, median "
+    "(share at 50) | as good as the original: posterior / prior | median "
+    "ratio, prior | the original from other starts: as good, prior |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for r in _pair_rows():
+    ours, original = r["step_s"]["vaells_jax"], r["step_s"]["original"]
+    post, prior = r["posterior"], r["prior"]
+    rows.append(
+      f"| {r['experiment']} ({r['at_step']}) | `{r['inference_method']}` "
+      f"| {r['our_pair_solves']} | {1e3 * ours[0]:.1f} / {1e3 * ours[1]:.1f} "
+      f"| {_n(1e3 * original[0])} / {_n(1e3 * original[1])} "
+      f"| {_n(r['speedup'])}× | {r['original_iterations_median']:.0f} "
+      f"({r['original_iterations_at_50']:.2f}) "
+      f"| {_as_good(post)} of {post['pairs']} / {_as_good(prior)} of "
+      f"{prior['pairs']} | {prior['median_ratio']:.3f} "
+      f"| {r['original_again']['prior']['as_good_fraction']:.2f} |"
+    )
+  return "\n\n" + "\n".join(rows) + "\n\n"
+
+
+def original_as_good(experiment: str) -> str:
+  """How many of a step's pairs end as low as the original's, over the
+  measured steps (:data:`STEPS`): ``120 of 120`` or ``146–150 of 150``."""
+  rows = [r for r in _pair_rows() if r["experiment"] == experiment]
+  counts = [_as_good(r["posterior"]) + _as_good(r["prior"]) for r in rows]
+  total = rows[0]["posterior"]["pairs"] + rows[0]["prior"]["pairs"]
+  low, high = min(counts), max(counts)
+  counted = str(low) if low == high else f"{low}–{high}"
+  return f"{counted} of {total}"
+
+
+def original_pairs_speedups(experiment: str) -> str:
+  """The inference's speed-up (its range over the measured steps)."""
+  values = [r["speedup"] for r in _pair_rows() if r["experiment"] == experiment]
+  low, high = _n(min(values)), _n(max(values))
+  return f"{low}×" if low == high else f"{low}–{high}×"
+
+
+def _step_row(name: str, experiment: str) -> dict:
+  (row,) = [r for r in _load(f"{name}.json") if r["experiment"] == experiment]
+  return row
+
+
+def train_step_table(name: str) -> str:
+  rows = [
+    "| experiment (step) | solver | pair-solves a step, ours / original "
+    "| vaells_jax step ms (min / median) | compile s | original step ms "
+    "(min / median) | speed-up (min, median) |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for r in _load(f"{name}.json"):
+    ours, cg = r["vaells_jax"], r["original"]
+    rows.append(
+      f"| {r['experiment']} ({r['at_step']}) | `{r['inference_method']}` "
+      f"| {r['pair_solves_per_step']} / {r['original_pair_solves_per_step']} "
+      f"| {1e3 * ours['min_s']:.1f} / {1e3 * ours['median_s']:.1f} "
+      f"| {ours['first_s'] - ours['median_s']:.1f} "
+      f"| {_n(1e3 * cg['min_s'])} / {_n(1e3 * cg['median_s'])} "
+      f"| **{_n(r['speedup'])}×**, {_n(r['speedup_median'])}× |"
+    )
+  return "\n\n" + "\n".join(rows) + "\n\n"
+
+
+def train_step_speedup(experiment: str, name: str) -> str:
+  return f"{_n(_step_row(name, experiment)['speedup'])}×"
+
+
+def train_step_ms(experiment: str, name: str) -> str:
+  """Our step's time (min) and the original's: ``2.2 / 9 459 ms``."""
+  r = _step_row(name, experiment)
+  ours, cg = 1e3 * r["vaells_jax"]["min_s"], 1e3 * r["original"]["min_s"]
+  ours_text = f"{ours:.1f}" if ours < 100 else _n(ours)
+  return f"{ours_text} / {_n(cg)} ms"
+
+
+def train_step_hours(experiment: str, name: str) -> str:
+  """The whole budget's training estimated from the step times: ours / the
+  original's, in hours."""
+  est = _step_row(name, experiment)["estimated_training_s"]
+  return f"{est['vaells_jax'] / 3600:.1f} h against {est['original'] / 3600:.0f} h"
+
+
+def readme_original_pairs() -> str:
+  """The README's cell: the circles' / the swiss roll's speed-ups and pairs
+  as low as the original, over the measured steps."""
+  method = _pair_rows()[0]["inference_method"]
+  speed = " / ".join(original_pairs_speedups(e) for e in ("concentric", "swiss_roll"))
+  good = " / ".join(original_as_good(e) for e in ("concentric", "swiss_roll"))
+  return f"`{method}`: {speed} faster; as low as the original on {good} pairs"
+
+
+def original_pairs_ms() -> str:
+  """Our inference's time (min), each experiment and step: ``A / B ms``."""
+  values = [1e3 * r["step_s"]["vaells_jax"][0] for r in _pair_rows()]
+  return " / ".join(f"{v:.1f}" for v in values) + " ms"
+
+
+def train_step_speedups(name: str) -> str:
+  """Every row's speed-up (min), ``A / B``."""
+  return " / ".join(f"{_n(r['speedup'])}×" for r in _load(f"{name}.json"))
+
+
+def train_step_ours(name: str) -> str:
+  """Every row's step time (min), ``A / B`` in ms (s from 100 ms on)."""
+  times = [r["vaells_jax"]["min_s"] for r in _load(f"{name}.json")]
+  if max(times) >= 0.1:
+    return " / ".join(f"{t:.2f}" for t in times) + " s"
+  return " / ".join(f"{1e3 * t:.1f}" for t in times) + " ms"
+
+
+RENDERERS = {
+  "original-pairs-table": original_pairs_table,
+  "original-as-good": original_as_good,
+  "original-pairs-speedups": original_pairs_speedups,
+  "train-step-table": train_step_table,
+  "train-step-speedup": train_step_speedup,
+  "train-step-ms": train_step_ms,
+  "train-step-hours": train_step_hours,
+  "readme-original-pairs": readme_original_pairs,
+  "original-pairs-ms": original_pairs_ms,
+  "train-step-speedups": train_step_speedups,
+  "train-step-ours": train_step_ours,
+}
