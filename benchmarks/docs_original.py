@@ -105,14 +105,6 @@ def train_step_speedup(experiment: str, name: str) -> str:
   return f"{_n(_step_row(name, experiment)['speedup'])}×"
 
 
-def train_step_ms(experiment: str, name: str) -> str:
-  """Our step's time (min) and the original's: ``2.2 / 9 459 ms``."""
-  r = _step_row(name, experiment)
-  ours, cg = 1e3 * r["vaells_jax"]["min_s"], 1e3 * r["original"]["min_s"]
-  ours_text = f"{ours:.1f}" if ours < 100 else _n(ours)
-  return f"{ours_text} / {_n(cg)} ms"
-
-
 def train_step_hours(experiment: str, name: str) -> str:
   """The whole budget's training estimated from the step times: ours / the
   original's, in hours."""
@@ -151,10 +143,8 @@ def train_step_ours(name: str) -> str:
 RENDERERS = {
   "original-pairs-table": original_pairs_table,
   "original-as-good": original_as_good,
-  "original-pairs-speedups": original_pairs_speedups,
   "train-step-table": train_step_table,
   "train-step-speedup": train_step_speedup,
-  "train-step-ms": train_step_ms,
   "train-step-hours": train_step_hours,
   "readme-original-pairs": readme_original_pairs,
   "original-pairs-ms": original_pairs_ms,
