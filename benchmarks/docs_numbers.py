@@ -10,8 +10,10 @@ README and the docs pages from the JSON in ``docs/results/``;
 (inline, e.g. in a table cell, or around whole lines), and ``NAME`` is a key
 of :data:`RENDERERS`: a function of the results that returns the span's
 text. ``NAME:ARG:ARG`` passes the arguments to it (one renderer for every
-cell of a kind, e.g. ``gen:speed:concentric:auto``). Change a number by
-rerunning its measurement into its JSON, then this script; never by hand.
+cell of a kind, e.g. ``gen:inference-speedup:concentric:auto:cg``); the
+inference pages' renderers are in ``docs_inference.py``, those against the
+original method in ``docs_original.py``. Change a number by rerunning its
+measurement into its JSON, then this script; never by hand.
 """
 
 from __future__ import annotations
