@@ -48,9 +48,9 @@ def _times(x: float) -> str:
   return f"{x:.0f}×" if x >= 10 else f"{x:.2g}×"
 
 
-def _n(n: int) -> str:
-  """``n`` with thin groups: 100 000."""
-  return f"{n:,}".replace(",", " ")
+def _n(n: float) -> str:
+  """``n`` rounded, with thin groups: 100 000."""
+  return f"{n:,.0f}".replace(",", " ")
 
 
 def speed_env() -> str:

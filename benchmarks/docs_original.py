@@ -9,19 +9,9 @@ arguments are written ``gen:NAME:ARG:ARG`` in a page.
 
 from __future__ import annotations
 
-import json
-import pathlib
+from docs_inference import _block, _load, _n
 
-RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
 STEPS = (1000,)  # original_pairs_step{S}.json
-
-
-def _load(name: str):
-  return json.loads((RESULTS / name).read_text())
-
-
-def _n(n: float) -> str:
-  return f"{n:,.0f}".replace(",", " ")
 
 
 def _pair_rows() -> list[dict]:
@@ -55,7 +45,7 @@ def original_pairs_table() -> str:
       f"{prior['pairs']} | {prior['median_ratio']:.3f} "
       f"| {r['original_again']['prior']['as_good_fraction']:.2f} |"
     )
-  return "\n\n" + "\n".join(rows) + "\n\n"
+  return _block(rows)
 
 
 def original_as_good(experiment: str) -> str:
@@ -98,7 +88,7 @@ def train_step_table(name: str) -> str:
       f"| {_n(1e3 * cg['min_s'])} / {_n(1e3 * cg['median_s'])} "
       f"| **{_n(r['speedup'])}×**, {_n(r['speedup_median'])}× |"
     )
-  return "\n\n" + "\n".join(rows) + "\n\n"
+  return _block(rows)
 
 
 def train_step_speedup(experiment: str, name: str) -> str:
