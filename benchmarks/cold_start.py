@@ -24,7 +24,7 @@ they cost warm (docs/benchmarks-training.md, "What bounds the interleaved step")
 
 Usage::
 
-    python benchmarks/cold_start.py
+    python benchmarks/cold_start.py --out=docs/results/cold_start.json
     python benchmarks/cold_start.py --experiments= --chains=1,10,100,300,1000
     python benchmarks/cold_start.py --quick    # CI smoke mode
     python benchmarks/cold_start.py --chains=10,300 --unrolled-threefry
@@ -184,6 +184,7 @@ def main(argv=None) -> list[dict]:
     "--quick", action="store_true", help="chains of 1 and 10 links, no step (CI)"
   )
   parser.add_argument("--unrolled-threefry", action="store_true")
+  parser.add_argument("--out", help="also write the results to this JSON file")
   args = parser.parse_args(argv)
   if args.unrolled_threefry:  # jax's own rule for other platforms (private API)
     from jax._src.interpreters import mlir
@@ -240,6 +241,18 @@ def main(argv=None) -> list[dict]:
         "after_pause_s": paused,
       }
     )
+  if args.out:
+    record = {
+      "device": str(jax.devices()[0]),
+      "jax": jax.__version__,
+      "pause_s": args.pause,
+      "repeats": args.repeats,
+      "unrolled_threefry": args.unrolled_threefry,
+      "after_pause_fixed_s": fixed,
+      "after_pause_per_kernel_s": per_kernel,
+      "programs": results,
+    }
+    pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
   return results
 
 

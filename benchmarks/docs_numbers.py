@@ -12,7 +12,8 @@ of :data:`RENDERERS`: a function of the results that returns the span's
 text. ``NAME:ARG:ARG`` passes the arguments to it (one renderer for every
 cell of a kind, e.g. ``gen:inference-speedup:concentric:auto:cg``); the
 inference pages' renderers are in ``docs_inference.py``, those against the
-original method in ``docs_original.py``. Change a number by rerunning its
+original method in ``docs_original.py``, the training step's and whole runs'
+in ``docs_training.py``. Change a number by rerunning its
 measurement into its JSON, then this script; never by hand.
 """
 
@@ -27,6 +28,7 @@ import sys
 
 import docs_inference
 import docs_original
+import docs_training
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -912,6 +914,7 @@ RENDERERS = {
   "gpu-trained-ms": gpu_trained_ms,
   **docs_inference.RENDERERS,
   **docs_original.RENDERERS,
+  **docs_training.RENDERERS,
 }
 
 

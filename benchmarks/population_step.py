@@ -1,6 +1,7 @@
 """Time one population training step: members vmapped, mapped, or one alone.
 
-``python benchmarks/population_step.py --base=swiss_roll --population=4``
+``python benchmarks/population_step.py --base=swiss_roll --population=8
+--out=docs/results/population_step_swiss_roll.json``
 
 Compares, on the experiment's data and config (dictionary draw from the
 seed), the jitted step of ``--population`` members on one device with
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import json
 import pathlib
 import platform
 import sys
@@ -69,6 +71,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--warmup", type=int, default=30)
   parser.add_argument("--steps", type=int, default=50)
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--out", help="also write the results to this JSON file")
   args = parser.parse_args(argv)
   _cores_for_members(args.population)  # before jax starts
   import jax
@@ -110,6 +113,18 @@ def main(argv=None) -> dict:
   )
   for name, ms in rows.items():
     print(f"  {name:32s} {ms:8.1f} ms/step")
+  if args.out:
+    record = {
+      "base": args.base,
+      "population": args.population,
+      "devices_split": len(split),
+      "device": str(jax.devices()[0]),
+      "jax": jax.__version__,
+      "steps": args.steps,
+      "repeats": args.repeats,
+      "ms_per_step": rows,
+    }
+    pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
   return rows
 
 

@@ -68,6 +68,7 @@ def run_one(
     "training_s": train,  # train_time_s excludes the compile
     "evaluation_s": summary["eval_time_s"],
     "knn_class_accuracy": summary.get("knn_class_accuracy"),
+    "mse": summary.get("mse"),
     "sample_manifold_distance": summary.get("sample_manifold_distance"),
     "path_manifold_distance": summary.get("path_manifold_distance"),
     "linear_path_manifold_distance": summary.get("linear_path_manifold_distance"),
