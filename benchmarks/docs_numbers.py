@@ -10,10 +10,12 @@ README and the docs pages from the JSON in ``docs/results/``;
 (inline, e.g. in a table cell, or around whole lines), and ``NAME`` is a key
 of :data:`RENDERERS`: a function of the results that returns the span's
 text. ``NAME:ARG:ARG`` passes the arguments to it (one renderer for every
-cell of a kind, e.g. ``gen:inference-speedup:concentric:auto:cg``); the
-inference pages' renderers are in ``docs_inference.py``, those against the
-original method in ``docs_original.py``, the training step's and whole runs'
-in ``docs_training.py``. Change a number by rerunning its
+cell of a kind, e.g. ``gen:inference-speedup:concentric:auto:cg``). The
+renderers of each page family live in their own module: the inference
+pages' in ``docs_inference.py``, those against the original method in
+``docs_original.py``, the training step's and whole runs' in
+``docs_training.py``, the GPU's in
+``docs_gpu.py``. Change a number by rerunning its
 measurement into its JSON, then this script; never by hand.
 """
 
@@ -26,6 +28,7 @@ import re
 import statistics
 import sys
 
+import docs_gpu
 import docs_inference
 import docs_original
 import docs_training
@@ -606,11 +609,6 @@ def concentric_default_rate() -> str:
   return f"{_of(wins, len(seeds))} fresh seeds ({first}–{last})"
 
 
-# The step-time goals of a GPU against this 2-core CPU (issue 41).
-GPU_GOALS = {"concentric": 3, "swiss_roll": 3, "rot_mnist": 20, "nat_mnist": 20}
-STATES = {"initial": "initial", "trained": "trained", "warmup_step": "warm-up"}
-
-
 def rot_full_cpu() -> str:
   """docs/experiments-rot-mnist.md: the CPU budget on the paper's split."""
   s = _load("rot_mnist_full_cpu_seed0.json")["summary"]
@@ -620,124 +618,6 @@ def rot_full_cpu() -> str:
     f"the reference operator's {s['reference_rotation_gated_span_degrees']:g}°, "
     f"`|cos|` {s['reference_cosine']:.3f}, MSE {s['mse']:.4f} on the 10 000 test "
     f"digits, {s['train_time_s']:.0f} s of training"
-  )
-
-
-def _by_experiment(rows) -> dict:
-  return {row["experiment"]: row for row in rows}
-
-
-def gpu_step_table() -> str:
-  """docs/benchmarks-gpu.md: each default step on the GPU (device_steps.sh)
-  and on this 2-core CPU (device_steps.py), from the same state files."""
-  runs = _load("device_h200.json")
-  cpu = _by_experiment(runs["this_cpu"]["steps"])
-  rows = [
-    "| experiment (solver) | state | GPU ms | 2-core CPU ms | CPU / GPU | goal |",
-    "|---|---|---|---|---|---|",
-  ]
-  for name, gpu in _by_experiment(runs["device"]["steps"]).items():
-    for label, words in STATES.items():
-      if label in gpu:
-        ms = 1e3 * gpu[label]["min_s"]
-        cpu_ms = 1e3 * cpu[name][label]["min_s"]
-        rows.append(
-          f"| {name} (`{gpu['inference_method']}`) | {words} | {ms:.2f} | "
-          f"{cpu_ms:.1f} | {cpu_ms / ms:.1f}× | "
-          f"{'' if label == 'warmup_step' else f'≥ {GPU_GOALS[name]}×'} |"
-        )
-  return _block(rows)
-
-
-def gpu_variant_table() -> str:
-  """docs/benchmarks-gpu.md: the trained states' steps in each variant of
-  device_steps.sh, the alternating comparison and the profiler's census
-  (device_profile.py)."""
-  runs = _load("device_h200.json")
-  ab = _by_experiment(runs["profile"]["ab"])
-  traced = _by_experiment(runs["profile"]["trace"])
-  variants = [
-    _by_experiment(runs[key]["steps"])
-    for key in ("device", "device_graphs", "device_cpu_paths")
-  ]
-  rows = [
-    "| experiment | device paths | + command buffers | CPU paths "
-    "| alternating: device / CPU paths | profiled: wall, kernels busy "
-    "| kernels, host copies a step |",
-    "|---|---|---|---|---|---|---|",
-  ]
-  for name, row in ab.items():
-    steps = " | ".join(f"{1e3 * v[name]['trained']['min_s']:.2f}" for v in variants)
-    t = traced[name]
-    rows.append(
-      f"| {name} | {steps} | {row['device']:.2f} / {row['cpu']:.2f} "
-      f"| {t['wall_ms']:.2f}, {t['device_busy_ms']:.2f} "
-      f"| {t['kernels_per_step']:.0f}, {t['copies_per_step']:.0f} |"
-    )
-  return _block(rows)
-
-
-def gpu_population() -> str:
-  """docs/benchmarks-gpu.md: a default population's step against one member's."""
-  parts = []
-  for row in _load("device_h200.json")["device"]["population"]:
-    many, one = row["population"]["min_s"], row["single"]["min_s"]
-    parts.append(
-      f"{row['experiment']} {row['members']} members {1e3 * many:.2f} ms, one "
-      f"{1e3 * one:.2f} ms ({many / one:.2f}×)"
-    )
-  return "; ".join(parts)
-
-
-def gpu_likelihood() -> str:
-  """docs/benchmarks-gpu.md, README: the likelihood protocol on the GPU."""
-  runs = _load("device_h200.json")
-  ll = runs["device"]["likelihood"]
-  ab = runs["profile"]["likelihood"][0]
-  return (
-    f"{ll['points']} points × {ll['samples']} samples in {ll['seconds']:.0f} s "
-    f"({ll['first_chunk_s']:.0f} s of it the first chunk's compile); "
-    f"{ab['device']['points_per_s']:.0f} points/s against "
-    f"{ab['cpu']['points_per_s']:.1f} with the CPU's chunked solves"
-  )
-
-
-def _ratios(names, labels) -> str:
-  """The range of this CPU's step time over the GPU's, over ``names`` and
-  ``labels`` (states)."""
-  runs = _load("device_h200.json")
-  gpu, cpu = (_by_experiment(runs[k]["steps"]) for k in ("device", "this_cpu"))
-  ratios = [
-    cpu[n][label]["min_s"] / gpu[n][label]["min_s"]
-    for n in names
-    for label in labels
-    if label in gpu[n]
-  ]
-  low, high = (
-    f"{x:.0f}" if x >= 10 else f"{x:.1f}" for x in (min(ratios), max(ratios))
-  )
-  return f"{low}×" if low == high else f"{low}–{high}×"
-
-
-def gpu_summary() -> str:
-  """README, docs/benchmarks.md: the GPU's steps against this CPU in a line."""
-  steps = ("initial", "trained")
-  ll = _load("device_h200.json")["device"]["likelihood"]
-  return (
-    f"rotated MNIST {_ratios(['rot_mnist'], steps)}, natural MNIST "
-    f"{_ratios(['nat_mnist'], steps)}, warm-up "
-    f"{_ratios(['rot_mnist', 'nat_mnist'], ['warmup_step'])}, synthetic "
-    f"{_ratios(['concentric', 'swiss_roll'], steps)} (launch-bound); "
-    f"likelihood {ll['points']} × {ll['samples']} in {ll['seconds']:.0f} s"
-  )
-
-
-def gpu_trained_ms() -> str:
-  """README: the trained states' GPU step times."""
-  gpu = _by_experiment(_load("device_h200.json")["device"]["steps"])
-  return " / ".join(
-    f"{1e3 * gpu[n]['trained']['min_s']:.{1 if n.endswith('mnist') else 2}f}"
-    for n in ("concentric", "swiss_roll", "rot_mnist", "nat_mnist")
   )
 
 
@@ -906,15 +786,10 @@ RENDERERS = {
   "first-command-table": first_command_table,
   "eval-time-table": eval_time_table,
   "fit-wobbly-levers": fit_wobbly_levers,
-  "gpu-step-table": gpu_step_table,
-  "gpu-variant-table": gpu_variant_table,
-  "gpu-population": gpu_population,
-  "gpu-likelihood": gpu_likelihood,
-  "gpu-summary": gpu_summary,
-  "gpu-trained-ms": gpu_trained_ms,
   **docs_inference.RENDERERS,
   **docs_original.RENDERERS,
   **docs_training.RENDERERS,
+  **docs_gpu.RENDERERS,
 }
 
 
