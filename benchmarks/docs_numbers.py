@@ -14,7 +14,7 @@ cell of a kind, e.g. ``gen:inference-speedup:concentric:auto:cg``). The
 renderers of each page family live in their own module: the inference
 pages' in ``docs_inference.py``, those against the original method in
 ``docs_original.py``, the training step's and whole runs' in
-``docs_training.py``, the GPU's in
+``docs_training.py``, the baselines' in ``docs_baselines.py``, the GPU's in
 ``docs_gpu.py``. Change a number by rerunning its
 measurement into its JSON, then this script; never by hand.
 """
@@ -28,6 +28,7 @@ import re
 import statistics
 import sys
 
+import docs_baselines
 import docs_gpu
 import docs_inference
 import docs_original
@@ -789,6 +790,7 @@ RENDERERS = {
   **docs_inference.RENDERERS,
   **docs_original.RENDERERS,
   **docs_training.RENDERERS,
+  **docs_baselines.RENDERERS,
   **docs_gpu.RENDERERS,
 }
 

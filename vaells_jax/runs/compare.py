@@ -43,6 +43,7 @@ METRICS = (
   ("path_endpoint_error", "path endpoint err.", -1),
   ("knn_class_accuracy", "knn acc.", 1),
   ("log_likelihood", "log-lik.", 1),
+  ("elbo", "ELBO", 1),
   ("mse", "MSE", -1),
   ("class_consistency", "class consistency", 1),
   ("wall_time_s", "wall time (s)", -1),
