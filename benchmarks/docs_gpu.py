@@ -154,6 +154,12 @@ def gpu_paper_minutes(name: str) -> str:
   return f"about {first:.0f} + {rest:.0f} minutes"
 
 
+def gpu_step_ms(name: str, state: str) -> str:
+  """One default step's time on the GPU (minimum), in ms."""
+  gpu = _by_experiment(_load("device_h200.json")["device"]["steps"])[name]
+  return f"{1e3 * gpu[state]['min_s']:.0f} ms"
+
+
 def gpu_trace(name: str) -> str:
   """The profiler's census of one step: busy kernels against the wall."""
   t = _by_experiment(_load("device_h200.json")["profile"]["trace"])[name]
@@ -231,6 +237,7 @@ RENDERERS = {
   "gpu-trained-ms": gpu_trained_ms,
   "gpu-warmup-ratio": gpu_warmup_ratio,
   "gpu-paper-minutes": gpu_paper_minutes,
+  "gpu-step-ms": gpu_step_ms,
   "gpu-trace": gpu_trace,
   "gpu-busy": gpu_busy,
   "gpu-copies": gpu_copies,

@@ -94,6 +94,12 @@ def step_phases_table() -> str:
   return _block(rows)
 
 
+def step_phase_s(experiment: str, phase: str) -> str:
+  """One phase's phased step time (step_phases.json), in s."""
+  t = _load("step_phases.json")["experiments"][experiment][phase]["phased"]
+  return f"{t['step_s']:.2f} s"
+
+
 _POPULATION = {
   "vmap": "vmap, 1 device",
   "lax.map": "lax.map, 1 device",
@@ -124,6 +130,15 @@ def population_step_table() -> str:
     ]
     rows.append(f"| {r['base'].replace('_', ' ')} | " + " | ".join(cells) + " |")
   return _block(rows)
+
+
+def population_split(base: str) -> str:
+  """The population step on one device (lax.map) against split over the
+  cores: ``a → b ms``."""
+  r = _load(f"population_step_{base}.json")
+  ms = r["ms_per_step"]
+  split = ms[f"lax.map, split over {r['devices_split']} devices"]
+  return f"{ms['lax.map']:.1f} → {split:.1f} ms"
 
 
 def whole_run_table() -> str:
@@ -165,7 +180,9 @@ RENDERERS = {
   "cold-start-rest": cold_start_rest,
   "original-cg-iterations": original_cg_iterations,
   "step-phases-table": step_phases_table,
+  "step-phase-s": step_phase_s,
   "population-step-table": population_step_table,
+  "population-split": population_split,
   "whole-run-table": whole_run_table,
   "whole-run-range": whole_run_range,
 }

@@ -139,10 +139,10 @@ def make_population_step(
   ``mesh``, over as many of this process's devices as divide the population
   (:func:`member_devices`). On a CPU, XLA runs one program's loops on one
   core; ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before jax
-  starts makes N CPU devices, one per core (``experiments/run.py`` sets it):
-  8 concentric members 15.1 -> 8.0 ms a step on 2 cores, 11.5 ms in 2
-  groups from threads (``benchmarks/population_step.py``). The split program
-  rounds differently from the one-device one (``tests/test_parallel.py``).
+  starts makes N CPU devices, one per core (``experiments/run.py`` sets it;
+  timings: docs/benchmarks-training.md#a-population-over-the-cores). The
+  split program rounds differently from the one-device one
+  (``tests/test_parallel.py``).
 
   ``groups``: on one device, the members are stepped as this many groups,
   each group's program launched from its own host thread, so that a CPU
