@@ -128,10 +128,11 @@ def readme_compare(name: str) -> str:
 
 
 def compare_minutes(name: str) -> str:
-  """The runs' summed wall time, in minutes, and their number."""
+  """The runs' wall times summed (``summary.json``'s ``wall_time_s``), in
+  minutes, and their number."""
   models = _models(name)
   times = [t for row in models.values() for t in row["wall_time_s"]["values"]]
-  return f"{sum(times) / 60:.0f} min, all {len(times)} runs"
+  return f"{sum(times) / 60:.0f} min together, all {len(times)} runs"
 
 
 def compare_below(name: str, model: str, key: str, other: str) -> str:
