@@ -10,6 +10,8 @@ arguments are written ``gen:NAME:ARG:ARG`` in a page.
 
 from __future__ import annotations
 
+import importlib
+
 from docs_inference import _block, _load, _n
 
 # The step-time goals of a GPU against this 2-core CPU (issue 41).
@@ -145,12 +147,12 @@ def gpu_warmup_ratio() -> str:
 
 
 def gpu_paper_minutes(name: str) -> str:
-  """A paper-budget run's steps on the GPU: 30 000 warm-up steps at the
+  """A paper-budget run's steps on the GPU: its warm-up steps at the
   warm-up step's time + the rest at the trained state's."""
   gpu = _by_experiment(_load("device_h200.json")["device"]["steps"])[name]
-  warmup, total = 30_000, {"nat_mnist": 34_600, "rot_mnist": 35_000}[name]
-  first = warmup * gpu["warmup_step"]["min_s"] / 60
-  rest = (total - warmup) * gpu["trained"]["min_s"] / 60
+  config = importlib.import_module(f"vaells_jax.experiments.{name}").get_config()
+  first = config.warmup_steps * gpu["warmup_step"]["min_s"] / 60
+  rest = (config.num_steps - config.warmup_steps) * gpu["trained"]["min_s"] / 60
   return f"about {first:.0f} + {rest:.0f} minutes"
 
 
@@ -160,9 +162,14 @@ def gpu_step_ms(name: str, state: str) -> str:
   return f"{1e3 * gpu[state]['min_s']:.0f} ms"
 
 
+def _trace(name: str) -> dict:
+  """device_profile.py's trace census of ``name``'s step."""
+  return _by_experiment(_load("device_h200.json")["profile"]["trace"])[name]
+
+
 def gpu_trace(name: str) -> str:
   """The profiler's census of one step: busy kernels against the wall."""
-  t = _by_experiment(_load("device_h200.json")["profile"]["trace"])[name]
+  t = _trace(name)
   return (
     f"busy {t['device_busy_ms']:.2f} ms of its {t['wall_ms']:.2f} ms, over "
     f"{_n(t['kernels_per_step'])} kernels and {_n(t['copies_per_step'])} "
@@ -171,19 +178,19 @@ def gpu_trace(name: str) -> str:
 
 
 def gpu_busy(name: str) -> str:
-  t = _by_experiment(_load("device_h200.json")["profile"]["trace"])[name]
+  t = _trace(name)
   return f"{t['device_busy_ms']:.0f} ms of the step's {t['wall_ms']:.0f} ms"
 
 
 def gpu_copies(name: str) -> str:
-  t = _by_experiment(_load("device_h200.json")["profile"]["trace"])[name]
+  t = _trace(name)
   return _n(t["copies_per_step"])
 
 
 def gpu_svd() -> str:
   """rot_mnist: the time of cuSOLVER's batched Jacobi SVD kernels among the
   step's busiest kernels, against all kernels' busy time."""
-  t = _by_experiment(_load("device_h200.json")["profile"]["trace"])["rot_mnist"]
+  t = _trace("rot_mnist")
   svd = sum(
     ms
     for kernel, ms in t["top_ms_per_step"].items()

@@ -100,34 +100,33 @@ def step_phase_s(experiment: str, phase: str) -> str:
   return f"{t['step_s']:.2f} s"
 
 
-_POPULATION = {
-  "vmap": "vmap, 1 device",
-  "lax.map": "lax.map, 1 device",
-  "groups": "lax.map, {n} groups from threads, 1 device",
-  "split": "lax.map, split over {n} devices",
-  "single": "one member alone",
-}
+def _population_columns(n: int) -> list[tuple[str, str]]:
+  """(population_step.py's row name, the table's column) with the members
+  split over ``n`` devices or groups."""
+  return [
+    ("vmap", "vmap, 1 device"),
+    ("lax.map", "lax.map, 1 device"),
+    (
+      f"lax.map, {n} groups from threads, one device",
+      f"lax.map, {n} groups from threads, 1 device",
+    ),
+    (f"lax.map, split over {n} devices", f"lax.map, split over {n} devices"),
+    ("single", "one member alone"),
+  ]
 
 
 def population_step_table() -> str:
   records = [_load(f"population_step_{b}.json") for b in ("concentric", "swiss_roll")]
-  n, members = records[0]["devices_split"], records[0]["population"]
-  keys = {
-    "vmap": "vmap",
-    "lax.map": "lax.map",
-    "groups": f"lax.map, {n} groups from threads, one device",
-    "split": f"lax.map, split over {n} devices",
-    "single": "single",
-  }
-  head = " | ".join(_POPULATION[k].format(n=n) for k in keys)
-  rows = [f"| {members} members | {head} |", "|---|" + "---|" * len(keys)]
+  columns = _population_columns(records[0]["devices_split"])
+  head = " | ".join(title for _, title in columns)
+  rows = [
+    f"| {records[0]['population']} members | {head} |",
+    "|---|" + "---|" * len(columns),
+  ]
   for r in records:
-    ms = r["ms_per_step"]
-    best = min(ms[keys[k]] for k in keys if k != "single")
-    cells = [
-      f"**{ms[key]:.1f} ms**" if ms[key] == best else f"{ms[key]:.1f} ms"
-      for key in keys.values()
-    ]
+    ms = [r["ms_per_step"][key] for key, _ in columns]
+    best = min(ms[:-1])  # the one member alone is not a population
+    cells = [f"**{t:.1f} ms**" if t == best else f"{t:.1f} ms" for t in ms]
     rows.append(f"| {r['base'].replace('_', ' ')} | " + " | ".join(cells) + " |")
   return _block(rows)
 
@@ -136,9 +135,8 @@ def population_split(base: str) -> str:
   """The population step on one device (lax.map) against split over the
   cores: ``a → b ms``."""
   r = _load(f"population_step_{base}.json")
-  ms = r["ms_per_step"]
-  split = ms[f"lax.map, split over {r['devices_split']} devices"]
-  return f"{ms['lax.map']:.1f} → {split:.1f} ms"
+  split, _ = _population_columns(r["devices_split"])[3]
+  return f"{r['ms_per_step']['lax.map']:.1f} → {r['ms_per_step'][split]:.1f} ms"
 
 
 def whole_run_table() -> str:
