@@ -12,6 +12,7 @@ Names taking arguments are written ``gen:NAME:ARG:ARG`` in a page.
 from __future__ import annotations
 
 from docs_inference import _block, _load, _n
+from docs_original import _pair_rows, _step_row
 
 _PARTS = ("inference loop", "inference, outside its loop", "rest")  # cold_start.py's
 
@@ -69,9 +70,7 @@ def cold_start_rest() -> str:
 def original_cg_iterations(experiment: str) -> str:
   """The original's CG iterations on a step-1000 step's pairs."""
   (row,) = [
-    r
-    for r in _load("original_pairs_step1000.json")
-    if r["experiment"] == experiment and r["at_step"] == 1000
+    r for r in _pair_rows() if r["experiment"] == experiment and r["at_step"] == 1000
   ]
   median, limit = row["original_iterations_median"], row["original_iterations_at_50"]
   return f"a median of {median:g} iterations ({100 * limit:.0f}% reach 50)"
@@ -143,9 +142,6 @@ def whole_run_table() -> str:
   """Every whole command of whole_run.json, in the order run, beside the
   original method's estimated training (steps x its step time at step 1000,
   train_step_synthetic.json)."""
-  original = {
-    r["experiment"]: r["original"]["min_s"] for r in _load("train_step_synthetic.json")
-  }
   rows = [
     "| experiment | seed | steps | whole command | compile | training "
     "| evaluation + figures | the rest | original method, estimated |",
@@ -153,7 +149,8 @@ def whole_run_table() -> str:
   ]
   for r in _load("whole_run.json"):
     rest = r["command_wall_s"] - r["compile_s"] - r["training_s"] - r["evaluation_s"]
-    estimate = r["steps"] * original[r["experiment"]] / 3600
+    original = _step_row("train_step_synthetic", r["experiment"])["original"]
+    estimate = r["steps"] * original["min_s"] / 3600
     rows.append(
       f"| {r['experiment'].replace('_', ' ')} | {r['seed']} | {_n(r['steps'])} "
       f"| **{r['command_wall_s']:.1f} s** | {r['compile_s']:.1f} s "
