@@ -76,6 +76,7 @@ def test_original_gradient_is_exact(dim, num_ops):
     np.testing.assert_allclose(got, diff, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.whole_run  # the original's CG at length
 def test_original_cg_runs_longer_and_ends_lower_than_default_tolerance():
   # scipy's default gtol=1e-5 stops CG after a few iterations; the original's
   # gtol=-13 never stops it, so it runs to 50 iterations or a failed line
@@ -94,6 +95,7 @@ def test_original_cg_runs_longer_and_ends_lower_than_default_tolerance():
   assert np.median(ours) < np.median(theirs)
 
 
+@pytest.mark.whole_run  # the original's CG at length
 def test_original_cg_iterations_end_only_at_fifty_or_a_failed_line_search():
   psi, z0, z1, rng = _pairs(3, 10, 2, 4, noise=0.0)
   for a, b in zip(z0, z1, strict=True):
