@@ -32,6 +32,7 @@ import docs_baselines
 import docs_gpu
 import docs_inference
 import docs_original
+import docs_synthetic
 import docs_training
 import numpy as np
 
@@ -252,6 +253,55 @@ def fit_ellipse_levers() -> str:
     coverage = " / ".join(f"{r['orbit_coverage']:.2f}" for r in runs)
     k = sum(r["success"] for r in runs)
     rows.append(f"| {flags or 'none'} | {_of(k, len(runs))} | {coverage} |")
+  return _block(rows)
+
+
+def fit_constant_rate(what: str) -> str:
+  """docs/fit.md: the circles at constant network rates (``constant_net_rate``):
+  ``errors``, their reconstruction errors; ``samples``, the 100-D prior samples."""
+  runs = _fit_runs("constant_net_rate")
+  if what == "errors":
+    spans = []
+    for family in ("circles", "circles_100d"):
+      errors = [r["signals"]["reconstruction_error"] for r in runs[family]]
+      spans.append(f"{min(errors):.2g}–{max(errors):.2g} on the {FAMILIES[family]}")
+    return f"`reconstruction_error` {', '.join(spans)}"
+  samples = [r["sample_manifold_distance"] for r in runs["circles_100d"]]
+  k = sum(r["success"] for r in runs["circles_100d"])
+  return (
+    f"{min(samples):.0f}–{max(samples):.0f} noise levels off "
+    f"({_of(k, len(samples))} learned)"
+  )
+
+
+def fit_lever_table(group: str) -> str:
+  """docs/fit.md: one try of each change (a run's ``change``) on the same
+  seeds, from fit_battery.json's ``group``; the verdicts ``decide`` on the
+  stored signals with the library's thresholds."""
+  from vaells_jax.runs.verdict import decide
+
+  changes: dict[str, list[dict]] = {}
+  for run in _load("fit_battery.json")[group].values():
+    changes.setdefault(run["change"], []).append(run)
+  seeds = sorted({r["seed"] for runs in changes.values() for r in runs})
+  each = " / ".join(map(str, seeds))
+  rows = [
+    f"| change | learned | orbit coverage, seeds {each} | prior samples "
+    f"(noise levels) | verdict |",
+    "|---|---|---|---|---|",
+  ]
+  for change, runs in changes.items():
+    runs = sorted(runs, key=lambda r: r["seed"])
+    coverage = " / ".join(f"{r['orbit_coverage']:.2f}" for r in runs)
+    samples = " / ".join(f"{r['sample_manifold_distance']:.1f}" for r in runs)
+    verdicts = " / ".join(decide(r["signals"])["verdict"] for r in runs)
+    k = sum(r["success"] for r in runs)
+    if len(runs) < len(seeds):
+      listed = ", ".join(str(r["seed"]) for r in runs)
+      change += f" (seed{'s' if len(runs) > 1 else ''} {listed})"
+    rows.append(
+      f"| {change} | {_of(k, len(runs))} | {coverage} | {samples} | {verdicts} |"
+    )
   return _block(rows)
 
 
@@ -787,8 +837,11 @@ RENDERERS = {
   "first-command-table": first_command_table,
   "eval-time-table": eval_time_table,
   "fit-wobbly-levers": fit_wobbly_levers,
+  "fit-lever-table": fit_lever_table,
+  "fit-constant-rate": fit_constant_rate,
   **docs_inference.RENDERERS,
   **docs_original.RENDERERS,
+  **docs_synthetic.RENDERERS,
   **docs_training.RENDERERS,
   **docs_baselines.RENDERERS,
   **docs_gpu.RENDERERS,

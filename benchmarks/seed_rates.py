@@ -4,11 +4,12 @@
 --workdir=runs/seeds --out=docs/results/seeds_concentric.json``
 
 Runs ``experiments/run.py --exp=EXP --config.seed=S --workdir=WORKDIR/sS``
-for each seed, one process at a time (a seed whose ``summary.json`` exists is
+for each seed (``--field=psi_seed``: ``--config.psi_seed=S`` instead, the
+dictionary draw alone), one process at a time (a seed whose ``summary.json`` exists is
 read, not rerun), and records each run's outcome as the experiments score it:
 success when the strongest operator's orbit coverage is at least 0.9 and
 decoded prior samples lie within 15 noise levels (SPEC section 6), with the
-run's wall time. Extra arguments go to every run (e.g.
+run's wall time and the report's other numbers. Extra arguments go to every run (e.g.
 ``--config.population=1``) and are recorded.
 """
 
@@ -27,6 +28,18 @@ sys.path.insert(0, str(ROOT))
 
 from vaells_jax.evaluation.synthetic_report import success  # noqa: E402
 
+# summary.json numbers recorded beside the outcome
+REPORTED = (
+  "knn_class_accuracy",
+  "orbit_manifold_distance",
+  "path_manifold_distance",
+  "path_endpoint_error",
+  "linear_path_manifold_distance",
+  "psi_rejected_steps",
+  "psi_attempted_steps",
+  "operator_magnitudes",
+)
+
 
 def outcome(summary: dict) -> dict:
   """A run's success and the numbers behind it, from its ``summary.json``."""
@@ -37,6 +50,7 @@ def outcome(summary: dict) -> dict:
     "orbit_coverage": coverage,
     "sample_manifold_distance": samples,
     "wall_time_s": summary["wall_time_s"],
+    **{k: summary[k] for k in REPORTED if k in summary},
   }
 
 
@@ -54,8 +68,9 @@ def main(argv=None) -> dict:
   parser.add_argument("--seeds", required=True, type=seed_range)
   parser.add_argument("--workdir", required=True, type=pathlib.Path)
   parser.add_argument("--out", required=True, type=pathlib.Path)
+  parser.add_argument("--field", default="seed", help="the Config field S sets")
   args, extra = parser.parse_known_args(argv)
-  command = f"python experiments/run.py --exp={args.exp} --config.seed=S"
+  command = f"python experiments/run.py --exp={args.exp} --config.{args.field}=S"
   result = {
     "command": " ".join([command, *extra]),
     "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
@@ -66,7 +81,7 @@ def main(argv=None) -> dict:
     summary = workdir / "summary.json"
     if not summary.exists():
       run = [sys.executable, str(ROOT / "experiments" / "run.py"), f"--exp={args.exp}"]
-      run += [f"--config.seed={seed}", f"--workdir={workdir}", *extra]
+      run += [f"--config.{args.field}={seed}", f"--workdir={workdir}", *extra]
       if (workdir / "config.json").exists():  # a run that stopped: go on
         run.append("--resume")
       args.workdir.mkdir(parents=True, exist_ok=True)

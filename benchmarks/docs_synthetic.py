@@ -1,0 +1,121 @@
+"""Single runs of the synthetic experiments, rendered (docs/experiments-synthetic.md).
+
+The renderers of :mod:`docs_numbers` for the ``seed_rates.py`` files of
+single runs (``--config.population=1``): ``single_concentric.json``,
+``single_swiss_roll.json`` (seeds 0-9) and ``swiss_roll_draws.json``
+(seed 0, ``--field=psi_seed``, draws 0-9); ``figure_runs.json``: the
+``summary.json`` of the default commands whose figures the page shows.
+Names taking arguments are written ``gen:NAME:ARG`` in a page.
+"""
+
+from __future__ import annotations
+
+from docs_inference import _block, _load
+
+FILES = {
+  "concentric": "single_concentric.json",
+  "swiss_roll": "single_swiss_roll.json",
+  "draws": "swiss_roll_draws.json",
+}
+
+
+def _runs(name: str) -> dict:
+  return {int(s): r for s, r in _load(FILES[name])["seeds"].items()}
+
+
+def _of(k: int, n: int) -> str:
+  return f"{k} of {n}"
+
+
+def _span(values) -> str:
+  values = sorted(values)
+  return (
+    f"{values[0]:.0f}"
+    if values[0] == values[-1]
+    else (f"{values[0]:.0f}–{values[-1]:.0f}")
+  )
+
+
+def single_command(name: str) -> str:
+  """The command of a file, as ``seed_rates.py`` recorded it."""
+  return f"`{_load(FILES[name])['command']}`"
+
+
+def single_table(name: str) -> str:
+  """Seed by seed: the outcome and the report's numbers."""
+  label = "draw" if name == "draws" else "seed"
+  rows = [
+    f"| {label} | learned | orbit coverage | sample dist. | orbit dist. | path "
+    "dist. (endpoint err.) | line dist. | knn acc. | `Psi` rejected / tried | "
+    "‖Psi_m‖_F | wall time |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for seed, r in sorted(_runs(name).items()):
+    norms = ", ".join(f"{m:.3f}" for m in r["operator_magnitudes"])
+    rows.append(
+      f"| {seed} | {'**yes**' if r['success'] else 'no'} "
+      f"| {r['orbit_coverage']:.2f} | {r['sample_manifold_distance']:.1f} "
+      f"| {r['orbit_manifold_distance']:.1f} | {r['path_manifold_distance']:.2f} "
+      f"({r['path_endpoint_error']:.2f}) | {r['linear_path_manifold_distance']:.2f} "
+      f"| {r['knn_class_accuracy']:.2f} "
+      f"| {r['psi_rejected_steps']} / {r['psi_attempted_steps']} | {norms} "
+      f"| {r['wall_time_s']:.0f} s |"
+    )
+  return _block(rows)
+
+
+def single_rate(name: str) -> str:
+  """How many of the file's runs learned: "4 of 10"."""
+  runs = _runs(name)
+  return _of(sum(r["success"] for r in runs.values()), len(runs))
+
+
+def single_groups(name: str) -> str:
+  """The numbers that tell the runs that learned from the others."""
+  runs = _runs(name).values()
+  parts = []
+  for learned in (True, False):
+    group = [r for r in runs if r["success"] == learned]
+    if not group:
+      continue
+    what = "the runs that learned" if learned else "the others"
+    samples = [r["sample_manifold_distance"] for r in group]
+    paths = [r["path_manifold_distance"] for r in group]
+    lines = [r["linear_path_manifold_distance"] for r in group]
+    parts.append(
+      f"{what}: prior samples {min(samples):.1f}–{max(samples):.1f} noise levels "
+      f"off, paths {min(paths):.1f}–{max(paths):.1f} spacings from the data "
+      f"(straight lines {min(lines):.1f}–{max(lines):.1f})"
+    )
+  return "; ".join(parts)
+
+
+def single_rejections(name: str) -> str:
+  """The paper's health signal, the rejected `Psi` steps, by outcome."""
+  runs = _runs(name).values()
+  tried = {r["psi_attempted_steps"] for r in runs}
+  groups = [
+    _span([r["psi_rejected_steps"] for r in runs if r["success"] == learned])
+    for learned in (True, False)
+    if any(r["success"] == learned for r in runs)
+  ]
+  return f"{' against '.join(groups)} of {'/'.join(map(str, sorted(tried)))}"
+
+
+def figure_run(name: str) -> str:
+  """The outcome of the run a page's figures come from."""
+  s = _load("figure_runs.json")[name]
+  return (
+    f"orbit coverage {s['orbit_coverage']:.2f}, prior samples "
+    f"{s['sample_manifold_distance']:.1f} noise levels off"
+  )
+
+
+RENDERERS = {
+  "figure-run": figure_run,
+  "single-command": single_command,
+  "single-table": single_table,
+  "single-rate": single_rate,
+  "single-groups": single_groups,
+  "single-rejections": single_rejections,
+}
