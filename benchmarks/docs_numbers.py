@@ -287,20 +287,22 @@ def fit_lever_table(group: str) -> str:
   each = " / ".join(map(str, seeds))
   rows = [
     f"| change | learned | orbit coverage, seeds {each} | prior samples "
-    f"(noise levels) | verdict |",
-    "|---|---|---|---|---|",
+    f"(noise levels) | `latent_coverage` | verdict |",
+    "|---|---|---|---|---|---|",
   ]
   for change, runs in changes.items():
     runs = sorted(runs, key=lambda r: r["seed"])
     coverage = " / ".join(f"{r['orbit_coverage']:.2f}" for r in runs)
     samples = " / ".join(f"{r['sample_manifold_distance']:.1f}" for r in runs)
+    latent = " / ".join(f"{r['signals']['latent_coverage']:.2f}" for r in runs)
     verdicts = " / ".join(decide(r["signals"])["verdict"] for r in runs)
     k = sum(r["success"] for r in runs)
     if len(runs) < len(seeds):
       listed = ", ".join(str(r["seed"]) for r in runs)
       change += f" (seed{'s' if len(runs) > 1 else ''} {listed})"
     rows.append(
-      f"| {change} | {_of(k, len(runs))} | {coverage} | {samples} | {verdicts} |"
+      f"| {change} | {_of(k, len(runs))} | {coverage} | {samples} | {latent} "
+      f"| {verdicts} |"
     )
   return _block(rows)
 

@@ -23,17 +23,9 @@ def _runs(name: str) -> dict:
   return {int(s): r for s, r in _load(FILES[name])["seeds"].items()}
 
 
-def _of(k: int, n: int) -> str:
-  return f"{k} of {n}"
-
-
 def _span(values) -> str:
-  values = sorted(values)
-  return (
-    f"{values[0]:.0f}"
-    if values[0] == values[-1]
-    else (f"{values[0]:.0f}–{values[-1]:.0f}")
-  )
+  low, high = min(values), max(values)
+  return f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
 
 
 def single_command(name: str) -> str:
@@ -67,7 +59,7 @@ def single_table(name: str) -> str:
 def single_rate(name: str) -> str:
   """How many of the file's runs learned: "4 of 10"."""
   runs = _runs(name)
-  return _of(sum(r["success"] for r in runs.values()), len(runs))
+  return f"{sum(r['success'] for r in runs.values())} of {len(runs)}"
 
 
 def single_groups(name: str) -> str:
