@@ -674,6 +674,30 @@ def rot_full_cpu() -> str:
   )
 
 
+def mnist_cpu(exp: str) -> str:
+  """README: the CPU-budget command of ``exp`` (rot / nat), seed 0."""
+  s = _load(f"{exp}_mnist_cpu_seed0.json")["summary"]
+  if exp == "nat":
+    return (
+      f"MSE {s['mse']:.4f} (1 seed); decoded posterior samples keep their "
+      f"class {100 * s['class_consistency']:.0f}% of the time"
+    )
+  low, high = s["rotation_gated_span_quartiles"]
+  span = s["rotation_gated_span_degrees"]
+  return (
+    f"median {span:g}° (quartiles {low:g}°–{high:g}°, "
+    f"{s['rotation_gated_digits']} digits, seed 0); goal "
+    f"{'reached' if span >= 180 else 'not reached'} (the operator fitted to "
+    f"the encoder's orbits: {s['reference_rotation_gated_span_degrees']:g}°)"
+  )
+
+
+def mnist_cpu_time(exp: str) -> str:
+  """README: that run's training and evaluation times."""
+  s = _load(f"{exp}_mnist_cpu_seed0.json")["summary"]
+  return f"{s['train_time_s']:.0f} s training + {s['eval_time_s']:.0f} s evaluation"
+
+
 CONCENTRIC_SIGNALS = {
   "latent_coverage": "`latent_coverage`",
   "psi_rejected": "`psi_rejected` (fewest; the paper's health signal)",
@@ -841,6 +865,8 @@ RENDERERS = {
   "fit-wobbly-levers": fit_wobbly_levers,
   "fit-lever-table": fit_lever_table,
   "fit-constant-rate": fit_constant_rate,
+  "mnist-cpu": mnist_cpu,
+  "mnist-cpu-time": mnist_cpu_time,
   **docs_inference.RENDERERS,
   **docs_original.RENDERERS,
   **docs_synthetic.RENDERERS,
