@@ -275,9 +275,9 @@ def fit_constant_rate(what: str) -> str:
 
 
 def fit_lever_table(group: str) -> str:
-  """docs/fit.md: one try of each change (a run's ``change``) on the same
-  seeds, from fit_battery.json's ``group``; the verdicts ``decide`` on the
-  stored signals with the library's thresholds."""
+  """docs/fit.md, fit-levers.md: one try of each change (a run's
+  ``change``) on the same seeds, from fit_battery.json's ``group``; the
+  verdicts ``decide`` on the stored signals with the library's thresholds."""
   from vaells_jax.runs.verdict import decide
 
   changes: dict[str, list[dict]] = {}
