@@ -448,6 +448,49 @@ def swiss_signal_table() -> str:
   return _block(rows)
 
 
+def swiss_eight_rate() -> str:
+  """docs/population-swiss-roll.md: seeds where 8 members (0-7) kept by
+  ``latent_coverage_wide`` traverse the roll."""
+  seeds = _load("population_swiss_roll_k16.json")["seeds"].values()
+  wins = sum(
+    r["success"][_kept(r["signals"], "latent_coverage_wide", 8)] for r in seeds
+  )
+  return f"{wins} of {len(seeds)} seeds"
+
+
+def _and(items) -> str:
+  """``["a", "b", "c"]`` as "a, b and c"."""
+  items = [str(i) for i in items]
+  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def swiss_eight_failures() -> str:
+  """docs/population-swiss-roll.md: the seeds where 8 members (0-7) kept by
+  ``latent_coverage_wide`` fail, and why."""
+  seeds = _load("population_swiss_roll_k16.json")["seeds"]
+  none, missed = [], []
+  for seed, run in seeds.items():
+    kept = _kept(run["signals"], "latent_coverage_wide", 8)
+    if run["success"][kept]:
+      continue
+    learners = [m for m in range(8) if run["success"][m]]
+    if learners:
+      cover = run["orbit_coverage"][kept]
+      names = _and(learners)
+      missed.append(
+        f"on {seed} members {names} do and it keeps member {kept} "
+        f"(orbit coverage {cover:.2f})"
+      )
+    else:
+      none.append(seed)
+  cover = [c for s in none for c in seeds[s]["orbit_coverage"][:8]]
+  text = (
+    f"on seeds {_and(none)} none of members 0–7 traverses the roll (orbit "
+    f"coverage {min(cover):.2f}–{max(cover):.2f}), so no signal could keep one"
+  )
+  return "; ".join([text, *missed])
+
+
 def swiss_k16_members() -> str:
   """docs/population-swiss-roll.md: the 16-member study's members that
   traverse the roll."""
@@ -834,6 +877,8 @@ RENDERERS = {
   "rot-full-cpu": rot_full_cpu,
   "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
+  "swiss-eight-failures": swiss_eight_failures,
+  "swiss-eight-rate": swiss_eight_rate,
   "swiss-k16-auc": swiss_k16_auc,
   "concentric-signal-table": concentric_signal_table,
   "concentric-draws": concentric_draws,

@@ -4,7 +4,12 @@ The renderers of :mod:`docs_numbers` for the ``seed_rates.py`` files of
 single runs (``--config.population=1``): ``single_concentric.json``,
 ``single_swiss_roll.json`` (seeds 0-9) and ``swiss_roll_draws.json``
 (seed 0, ``--field=psi_seed``, draws 0-9); ``figure_runs.json``: the
-``summary.json`` of the default commands whose figures the page shows.
+``summary.json`` of the default commands whose figures the page shows;
+``sensitivity_levers.json``: ``seed_rates.py`` files of single runs with
+one change each (docs/experiments-sensitivity.md), whose unchanged
+concentric row is the single run beside the default's
+``seeds_concentric_100_139.json`` on the same fresh seeds
+(docs/population.md).
 Names taking arguments are written ``gen:NAME:ARG`` in a page.
 """
 
@@ -103,7 +108,86 @@ def figure_run(name: str) -> str:
   )
 
 
+def sensitivity_table() -> str:
+  """One row a lever: the change, its flag, which seeds learned, the ranges,
+  and Fisher's exact test against the experiment's unchanged row."""
+  from scipy.stats import fisher_exact
+
+  rows = [
+    "| experiment | change | flag | learned | p against none | orbit coverage "
+    "| prior samples (noise levels) |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  levers = _load("sensitivity_levers.json")["levers"]
+  base = {}
+  for lever in levers:
+    runs = {int(s): r for s, r in lever["seeds"].items()}
+    wins = [s for s, r in sorted(runs.items()) if r["success"]]
+    coverage = [r["orbit_coverage"] for r in runs.values()]
+    samples = [r["sample_manifold_distance"] for r in runs.values()]
+    counts = (len(wins), len(runs) - len(wins))
+    if not lever["flag"]:
+      base[lever["experiment"]], p = counts, "—"
+    else:
+      p = f"{fisher_exact([counts, base[lever['experiment']]])[1]:.2f}"
+    flag = f"`{lever['flag']}`" if lever["flag"] else "—"
+    learned = f"{len(wins)} of {len(runs)}"
+    if wins:
+      learned += f" ({', '.join(map(str, wins))})"
+    rows.append(
+      f"| {lever['experiment']} | {lever['change']} | {flag} | {learned} | {p} "
+      f"| {min(coverage):.2f}–{max(coverage):.2f} "
+      f"| {min(samples):.1f}–{max(samples):.1f} |"
+    )
+  return _block(rows)
+
+
+def _lever(experiment: str, flag: str) -> dict:
+  levers = _load("sensitivity_levers.json")["levers"]
+  (lever,) = [v for v in levers if (v["experiment"], v["flag"]) == (experiment, flag)]
+  return {int(s): r for s, r in lever["seeds"].items()}
+
+
+def _cell(r: dict) -> str:
+  mark = "✓" if r["success"] else "✗"
+  return f"{r['orbit_coverage']:.2f} / {r['sample_manifold_distance']:.1f} {mark}"
+
+
+def fresh_seeds_table() -> str:
+  """The concentric command on fresh seeds: one member alone, the default."""
+  single = _lever("concentric", "")
+  default = {
+    int(s): r for s, r in _load("seeds_concentric_100_139.json")["seeds"].items()
+  }
+  rows = ["| seed | one member alone | the default (8 draws) |", "|---|---|---|"]
+  for seed in sorted(single):
+    rows.append(f"| {seed} | {_cell(single[seed])} | {_cell(default[seed])} |")
+  wins = [sum(r["success"] for r in runs.values()) for runs in (single, default)]
+  rows.append(
+    f"| learned | {wins[0]} of {len(single)} | {wins[1]} of {len(default)} "
+    f"(seeds {min(default)}–{max(default)}) |"
+  )
+  return _block(rows)
+
+
+def default_details() -> str:
+  """The default's fresh seeds: coverage, sample distances, wall times."""
+  runs = _load("seeds_concentric_100_139.json")["seeds"].values()
+  coverage = [r["orbit_coverage"] for r in runs]
+  samples = [r["sample_manifold_distance"] for r in runs]
+  seconds = [r["wall_time_s"] for r in runs]
+  low, high = min(coverage), max(coverage)
+  cover = f"{low:.2f} on every seed" if low == high else f"{low:.2f}–{high:.2f}"
+  return (
+    f"orbit coverage {cover}, sample distances "
+    f"{min(samples):.1f}–{max(samples):.1f}, {_span(seconds)} s a run"
+  )
+
+
 RENDERERS = {
+  "default-details": default_details,
+  "fresh-seeds-table": fresh_seeds_table,
+  "sensitivity-table": sensitivity_table,
   "figure-run": figure_run,
   "single-command": single_command,
   "single-table": single_table,

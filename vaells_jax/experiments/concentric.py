@@ -11,13 +11,11 @@ mixed (0.93); override with ``--config.prior_weight_net=0.01``.
 from vaells_jax.config import Config
 
 # Population training (vaells_jax.training.population): a single run learns
-# the circles on about half of its dictionary draws (19 of 40, seeds 0-9)
-# and on 2 of the fresh seeds 100-109. 8 draws trained together for the
-# first half of the steps, the one whose dominant operator's orbits pass the
-# most of its class's encodings (latent_coverage, no ground truth) kept,
-# learned them on 40 of 40 fresh seeds (100-139); selected at a quarter of
-# the steps on 18 of 20: on seeds 102 and 104 no draw had begun to rotate by
-# then (docs/population.md, "Concentric circles: the default").
+# the circles on about half of its dictionary draws. 8 draws trained together
+# for the first half of the steps, the one whose dominant operator's orbits
+# pass the most of its class's encodings (latent_coverage, no ground truth)
+# kept, learn them on nearly every fresh seed; the rates are measured in
+# docs/population.md, "Concentric circles: fresh seeds".
 POPULATION = 8
 
 
