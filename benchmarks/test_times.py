@@ -6,7 +6,9 @@ Runs ``python -m pytest -q`` three times, one after another: the default
 tests with an empty compilation cache (as on a fresh machine), the default
 tests again with the programs that run cached, then ``-m whole_run`` (also
 cached from its own first programs onward); records each wall time and
-pytest's closing line. Run it alone on the machine: the tests use every core.
+pytest's closing line. ``--warm``: the two cached runs only, with the
+tests' own compilation cache (filled by an earlier run). Run it alone on
+the machine: the tests use every core.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ RUNS = {
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True, type=pathlib.Path)
+  parser.add_argument("--warm", action="store_true", help="cached runs only")
   args = parser.parse_args(argv)
   result = {
     "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
@@ -40,8 +43,13 @@ def main(argv=None) -> dict:
     "runs": {},
   }
   with tempfile.TemporaryDirectory() as cache:
-    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": cache}
+    env = dict(os.environ)
+    if not args.warm:
+      env["JAX_COMPILATION_CACHE_DIR"] = cache
+    result["cache"] = "the tests' own, filled" if args.warm else "empty at the start"
     for name, extra in RUNS.items():
+      if args.warm and name == "default_cold":
+        continue
       command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
       start = time.perf_counter()
       done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
