@@ -3,8 +3,9 @@
 
 The renderers of :mod:`docs_numbers` for ``cold_start.json`` (``python
 benchmarks/cold_start.py``), ``step_phases.json`` (``step_phases.py``),
-``population_step_*.json`` (``population_step.py``) and ``whole_run.json``
-(``whole_run.py``); the original method's CG iterations and step time come
+``population_step_*.json`` (``population_step.py``), ``whole_run.json``
+(``whole_run.py``) and ``test_times.json`` (``test_times.py``, the README's
+test commands); the original method's CG iterations and step time come
 from ``original_pairs_step1000.json`` and ``train_step_synthetic.json``.
 Names taking arguments are written ``gen:NAME:ARG:ARG`` in a page.
 """
@@ -169,7 +170,13 @@ def whole_run_range(experiment: str) -> str:
   return f"{min(walls):.0f}–{max(walls):.0f} s a command, seeds {seeds[0]}–{seeds[-1]}"
 
 
+def test_time(name: str) -> str:
+  """A test command's wall time: "4.4 minutes"."""
+  return f"{_load('test_times.json')['runs'][name]['wall_time_s'] / 60:.1f} minutes"
+
+
 RENDERERS = {
+  "test-time": test_time,
   "cold-start-table": cold_start_table,
   "cold-start-line": cold_start_line,
   "cold-start-rest": cold_start_rest,
