@@ -402,15 +402,12 @@ def fit_ellipse_members() -> str:
   best = max(m["orbit_coverage"] for r in failed for m in r["members"])
   kept = sum(r["members"][r["selected_member"]]["success"] for r in rest)
 
-  def seeds(group):
-    names = [str(r["seed"]) for r in group]
-    return ", ".join(names[:-1]) + " and " + names[-1]
-
   return (
-    f"{learned(failed)} members learned on seeds {seeds(failed)}, the "
+    f"{learned(failed)} members learned on seeds "
+    f"{_and(r['seed'] for r in failed)}, the "
     f"battery's failures at latent scale 1 (the best orbit coverage "
     f"{best:.2f}), {learned(rest)} on seeds "
-    f"{seeds(rest)}, "
+    f"{_and(r['seed'] for r in rest)}, "
     f"where the member `latent_coverage` keeps learned on {kept} of {len(rest)}"
   )
 

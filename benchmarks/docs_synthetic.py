@@ -24,8 +24,13 @@ FILES = {
 }
 
 
+def _by_seed(result: dict) -> dict:
+  """A ``seed_rates.py`` result's runs by integer seed."""
+  return {int(s): r for s, r in result["seeds"].items()}
+
+
 def _runs(name: str) -> dict:
-  return {int(s): r for s, r in _load(FILES[name])["seeds"].items()}
+  return _by_seed(_load(FILES[name]))
 
 
 def _span(values) -> str:
@@ -121,7 +126,7 @@ def sensitivity_table() -> str:
   levers = _load("sensitivity_levers.json")["levers"]
   base = {}
   for lever in levers:
-    runs = {int(s): r for s, r in lever["seeds"].items()}
+    runs = _by_seed(lever)
     wins = [s for s, r in sorted(runs.items()) if r["success"]]
     coverage = [r["orbit_coverage"] for r in runs.values()]
     samples = [r["sample_manifold_distance"] for r in runs.values()]
@@ -145,7 +150,7 @@ def sensitivity_table() -> str:
 def _lever(experiment: str, flag: str) -> dict:
   levers = _load("sensitivity_levers.json")["levers"]
   (lever,) = [v for v in levers if (v["experiment"], v["flag"]) == (experiment, flag)]
-  return {int(s): r for s, r in lever["seeds"].items()}
+  return _by_seed(lever)
 
 
 def _cell(r: dict) -> str:
@@ -156,9 +161,7 @@ def _cell(r: dict) -> str:
 def fresh_seeds_table() -> str:
   """The concentric command on fresh seeds: one member alone, the default."""
   single = _lever("concentric", "")
-  default = {
-    int(s): r for s, r in _load("seeds_concentric_100_139.json")["seeds"].items()
-  }
+  default = _by_seed(_load("seeds_concentric_100_139.json"))
   rows = ["| seed | one member alone | the default (8 draws) |", "|---|---|---|"]
   for seed in sorted(single):
     rows.append(f"| {seed} | {_cell(single[seed])} | {_cell(default[seed])} |")
