@@ -274,6 +274,80 @@ def fit_constant_rate(what: str) -> str:
   )
 
 
+# The fits the verdict's thresholds were set on (docs/fit.md, "The verdict").
+CALIBRATION = ("first_tries_spread", "anchor_study", "lr_psi_4e-4_first_tries")
+
+
+def fit_calibration(what: str) -> str:
+  """docs/fit.md: what the verdict's thresholds were set on. ``count``: the
+  coverage calibration's fits; ``coverage``: their ``latent_coverage`` by
+  outcome; ``noise``: ``reconstruction_noise_levels`` at constant rates."""
+  battery = _load("fit_battery.json")
+  if what == "noise":
+    runs = _fit_runs("constant_net_rate")
+    learned = [
+      r["signals"]["reconstruction_noise_levels"]
+      for family in ("circles", "arc", "circles_100d")
+      for r in runs[family]
+      if r["success"]
+    ]
+    wide = runs["circles_100d"]
+    levels = [r["signals"]["reconstruction_noise_levels"] for r in wide]
+    samples = [r["sample_manifold_distance"] for r in wide]
+    return (
+      f"the fits that learned ended at {min(learned):.0f}–{max(learned):.0f}, "
+      f"the 100-D circles (prior samples {min(samples):.0f}–{max(samples):.0f} "
+      f"true noise levels off) at {min(levels):.0f}–{max(levels):.0f}"
+    )
+  runs = [r for key in CALIBRATION for r in battery[key].values()]
+  if what == "count":
+    return f"{len(runs)} fits"
+  if what == "arc":
+    arc = [
+      r["signals"]["latent_coverage"]
+      for r in runs
+      if r["family"] == "arc" and r["success"]
+    ]
+    return f"fits that learned ended as low as {min(arc):.2f}"
+
+  def coverage(rows):
+    values = [r["signals"]["latent_coverage"] for r in rows]
+    return min(values), max(values)
+
+  failed = coverage([r for r in runs if not r["success"]])
+  learned = coverage([r for r in runs if r["success"]])
+  circles = coverage([r for r in runs if r["success"] and r["family"] == "circles"])
+  return (
+    f"the fits that failed ended at `latent_coverage` {failed[0]:.2f}–"
+    f"{failed[1]:.2f}, those that learned at {learned[0]:.2f}–{learned[1]:.2f} "
+    f"(on the circles {circles[0]:.2f} or more)"
+  )
+
+
+def fit_settled() -> str:
+  """docs/fit.md: ``latent_coverage`` at the defaults against constant rates
+  (100-D circles: every kept try; the arc: the fits that learned)."""
+
+  def span(key, family, learned_only):
+    values = [
+      r["signals"]["latent_coverage"]
+      for r in _fit_runs(key)[family]
+      if r["success"] or not learned_only
+    ]
+    low, high = min(values), max(values)
+    return f"{low:.2f}" if low == high else f"{low:.2f}–{high:.2f}"
+
+  wide = _fit_runs()["circles_100d"]
+  return (
+    f"on the 100-D circles the kept try ends at `latent_coverage` "
+    f"{span('fit_defaults', 'circles_100d', False)} on all {len(wide)} seeds "
+    f"({span('constant_net_rate', 'circles_100d', False)} at constant rates), "
+    f"and on the open arc the fits that learned at "
+    f"{span('fit_defaults', 'arc', True)} "
+    f"({span('constant_net_rate', 'arc', True)} at constant rates)"
+  )
+
+
 def fit_lever_table(group: str) -> str:
   """docs/fit.md, fit-levers.md: one try of each change (a run's
   ``change``) on the same seeds, from fit_battery.json's ``group``; the
@@ -907,6 +981,8 @@ RENDERERS = {
   "fit-wobbly-levers": fit_wobbly_levers,
   "fit-lever-table": fit_lever_table,
   "fit-constant-rate": fit_constant_rate,
+  "fit-calibration": fit_calibration,
+  "fit-settled": fit_settled,
   "mnist-cpu": mnist_cpu,
   "mnist-cpu-time": mnist_cpu_time,
   **docs_inference.RENDERERS,
