@@ -745,6 +745,45 @@ def swiss_default_failures() -> str:
   return _block(rows)
 
 
+def swiss_loss_ties(seeds: str) -> str:
+  """docs/population-swiss-roll.md: ``data_coverage`` with ties by the loss
+  (before the ``sample_distance`` tie-break) on the seeds ``seeds`` (e.g.
+  ``160-179``): where
+  its kept member does not traverse the roll, and why."""
+  from vaells_jax.training.population import select
+
+  rows = [
+    "| seed | members that traverse the roll | members at the best "
+    "`data_coverage` | the kept member: orbit coverage, samples (noise levels) "
+    "| the members that traverse: rank by `data_coverage` |",
+    "|---|---|---|---|---|",
+  ]
+  runs = _load(SWISS_MEMBERS[seeds.replace("-", "–")]).values()
+  for run in sorted(runs, key=lambda r: r["seed"]):
+    members = run["members"]
+    signals = {
+      k: [m["signals"][k] for m in members]
+      for k in members[0]["signals"]
+      if k != "sample_distance"
+    }
+    kept = members[select(signals, "data_coverage")[0]]
+    if kept["success"]:
+      continue
+    coverage = signals["data_coverage"]
+    ranks = [
+      1 + sum(c > coverage[i] for c in coverage)
+      for i, m in enumerate(members)
+      if m["success"]
+    ]
+    rows.append(
+      f"| {run['seed']} | {len(ranks)} of {len(members)} | "
+      f"{coverage.count(max(coverage))} ({max(coverage):.2f}) | "
+      f"{kept['orbit_coverage']:.2f}, {kept['sample_manifold_distance']:.1f} | "
+      f"{', '.join(map(str, sorted(ranks))) or '–'} |"
+    )
+  return _block(rows)
+
+
 def swiss_verdict_fit() -> str:
   """docs/population-swiss-roll.md: what the verdict's coverage thresholds
   say of the members of seeds 120-199."""
@@ -838,6 +877,14 @@ def concentric_signal_table() -> str:
       cells.append(f"{row['auc']:.2f} / {k}")
     rows.append(f"| {label} | {' | '.join(cells)} |")
   return _block(rows)
+
+
+def concentric_signal_setup() -> str:
+  """docs/population.md: the signal study's seeds and draws."""
+  members = _load("population_concentric_k4.json")["members"]
+  seeds = [m["seed"] for m in members]
+  draws = {len(m["success"]) for m in members}
+  return f"{len(seeds)} seeds ({min(seeds)}–{max(seeds)}) × {_and(sorted(draws))} draws"
 
 
 def concentric_draws() -> str:
@@ -952,12 +999,14 @@ RENDERERS = {
   "swiss-eight-rate": swiss_eight_rate,
   "swiss-k16-auc": swiss_k16_auc,
   "concentric-signal-table": concentric_signal_table,
+  "concentric-signal-setup": concentric_signal_setup,
   "concentric-draws": concentric_draws,
   "swiss-study-table": swiss_study_table,
   "swiss-anchor-table": swiss_anchor_table,
   "concentric-default-rate": concentric_default_rate,
   "swiss-default-rate": swiss_default_rate,
   "swiss-default-failures": swiss_default_failures,
+  "swiss-loss-ties": swiss_loss_ties,
   "swiss-signals-by-seeds": swiss_signals_by_seeds,
   "swiss-signal-table": swiss_signal_table,
   "swiss-reach-table": swiss_reach_table,

@@ -3,8 +3,10 @@
 The renderers of :mod:`docs_numbers` for ``original_pairs_step*.json``
 (``python benchmarks/original_pairs.py``: a training step's own pairs, the
 library's solve against the original method) and ``train_step_*.json``
-(``python benchmarks/train_step.py``: whole training steps). Names taking
-arguments are written ``gen:NAME:ARG:ARG`` in a page.
+(``python benchmarks/train_step.py``: whole training steps);
+``original_release.json`` (``python benchmarks/original_release.py``: the
+authors' released states beside runs of ours). Names taking arguments are
+written ``gen:NAME:ARG:ARG`` in a page.
 """
 
 from __future__ import annotations
@@ -130,6 +132,55 @@ def train_step_ours(name: str) -> str:
   return " / ".join(f"{1e3 * t:.1f}" for t in times) + " ms"
 
 
+def _thousands(n: int) -> str:
+  return f"{n:,}".replace(",", " ")
+
+
+def release_comparison(experiment: str) -> str:
+  """docs/population.md: the authors' released ``experiment`` beside our runs:
+  the strongest operator and the rest (norms, symmetric shares), the anchor
+  coefficients' median ``||c||_1`` and the ``Psi`` steps refused."""
+  rows = [r for r in _load("original_release.json") if r["experiment"] == experiment]
+  theirs = next(r for r in rows if r["source"].startswith("authors"))
+  ours = [r for r in rows if "seed" in r]
+
+  def gather(runs):
+    """The strongest operator's norms and shares, then the others'."""
+    top, top_sym, rest, rest_sym = [], [], [], []
+    for r in runs:
+      order = sorted(range(len(r["norms"])), key=lambda m: -r["norms"][m])
+      top.append(r["norms"][order[0]])
+      top_sym.append(r["symmetric_share"][order[0]])
+      rest += [r["norms"][m] for m in order[1:]]
+      rest_sym += [r["symmetric_share"][m] for m in order[1:]]
+    return top, top_sym, rest, rest_sym
+
+  def span(values, digits):
+    low, high = min(values), max(values)
+    if f"{low:.{digits}f}" == f"{high:.{digits}f}":
+      return f"{low:.{digits}f}"
+    return f"{low:.{digits}f}–{high:.{digits}f}".replace("1.00", "1")
+
+  t_top, t_sym, t_rest, t_rest_sym = gather([theirs])
+  o_top, o_sym, o_rest, o_rest_sym = gather(ours)
+  seeds = sorted(r["seed"] for r in ours)
+  refused = [r["rejected"] for r in ours]
+  steps = {r["steps"] for r in ours}
+  medians = [r["prior_l1"][0] for r in ours]
+  return (
+    f"Theirs ends with one operator of norm {t_top[0]:.3f} (symmetric share "
+    f"{t_sym[0]:.2f}) and {len(t_rest)} of {span(t_rest, 3)} (symmetric share "
+    f"{span(t_rest_sym, 2)}); ours on seeds {seeds[0]}–{seeds[-1]} with one of "
+    f"{span(o_top, 3)} ({span(o_sym, 2)}) and {len(o_rest) // len(ours)} of "
+    f"{span(o_rest, 3)} ({span(o_rest_sym, 2)}). Anchor coefficients "
+    f"`‖c‖_1`: median {theirs['prior_l1'][0]:.0f} there, {span(medians, 0)} "
+    f"here. Our runs refused {_thousands(min(refused))}–"
+    f"{_thousands(max(refused))} of their {_thousands(max(steps))} `Psi` steps"
+    f"; theirs refused {theirs['rejected']} of the "
+    f"{_thousands(theirs['accepted'] + theirs['rejected'])} its rate records"
+  )
+
+
 RENDERERS = {
   "original-pairs-table": original_pairs_table,
   "original-as-good": original_as_good,
@@ -140,4 +191,5 @@ RENDERERS = {
   "original-pairs-ms": original_pairs_ms,
   "train-step-speedups": train_step_speedups,
   "train-step-ours": train_step_ours,
+  "release-comparison": release_comparison,
 }

@@ -28,11 +28,16 @@ repository is copied here: pass a checkout or snapshot of it.
 Usage::
 
     python benchmarks/original_release.py AUTHORS_REPO [--run natMNIST=RUN ...]
+        [--out=FILE]
+
+``--out`` writes the rows as JSON (``docs/results/original_release.json``
+renders docs/population.md's comparison).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 
 import original_method as om  # first: pins BLAS threads before NumPy loads
@@ -119,6 +124,7 @@ def ours(run_dir) -> dict:
   attempted, rejected = int(state.psi_attempted), int(state.psi_rejected)
   return {
     "source": f"ours: {run_dir}",
+    "seed": config.seed,
     "steps": int(state.step),
     **operator_stats(psi),
     # A population's kept member drew its own operators, not the seed's.
@@ -158,6 +164,7 @@ def main(argv=None) -> list[dict]:
     metavar="NAME=WORKDIR",
     help=f"a run of ours shown under a released experiment ({', '.join(RELEASED)})",
   )
+  parser.add_argument("--out", default=None, help="the rows as JSON")
   args = parser.parse_args(argv)
   runs = {}
   for item in args.run:
@@ -176,8 +183,14 @@ def main(argv=None) -> list[dict]:
   print("|---|---|---|---|---|---|---|---|---|")
   for name in RELEASED:
     for row in [released(args.repo, name)] + [ours(w) for w in runs.get(name, [])]:
-      rows.append(row)
+      rows.append({"experiment": name, **row})
       print(_row(row))
+  if args.out:
+    listed = [
+      {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in r.items()}
+      for r in rows
+    ]
+    pathlib.Path(args.out).write_text(json.dumps(listed, indent=1))
   return rows
 
 

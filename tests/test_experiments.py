@@ -412,8 +412,11 @@ def test_original_release_reads_the_authors_files(tmp_path):
         "z_scale_np": np.array([[3.0, 4.0] + [0.0] * (d - 2)] * 2),
       },
     )
-  rows = release.main([str(tmp_path)])
+  rows = release.main([str(tmp_path), f"--out={tmp_path / 'rows.json'}"])
   assert len(rows) == len(release.RELEASED)
+  written = json.loads((tmp_path / "rows.json").read_text())
+  assert [r["experiment"] for r in written] == list(release.RELEASED)
+  assert written[0]["norms"] == pytest.approx(rows[0]["norms"].tolist())
   row = rows[0]
   np.testing.assert_allclose(row["norms"], [np.sqrt(8), np.sqrt(8 + 25)])
   np.testing.assert_allclose(row["symmetric_share"], [0.0, 5 / np.sqrt(33)])
