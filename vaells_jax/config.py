@@ -131,6 +131,11 @@ class Config:
   alternate: bool = False
   net_steps: int = 20
   psi_steps: int = 20
+  # After the last step, this many Adam steps fit the decoder alone to the
+  # encoder's codes (vaells_jax.training.polish); 0: none, as the paper
+  # trains. Its rate falls from decoder_polish_lr to 0 along a cosine.
+  decoder_polish_steps: int = 0
+  decoder_polish_lr: float = 3e-4
 
   # -- inference: the coefficients of the posterior and prior pairs ------------
   # Starts of the coefficient inference, as the original code draws them: an
@@ -214,6 +219,11 @@ class Config:
       raise ValueError(
         "config.model='svae' needs latent_dim >= 2 (the sphere "
         f"S^(d-1) in R^d), got {self.latent_dim}."
+      )
+    if self.decoder_polish_steps and self.model != "vaells":
+      raise ValueError(
+        "config.decoder_polish_steps polishes a VAELLS decoder; "
+        f"config.model={self.model!r} trains none (set it to 0)."
       )
     if not self.hidden or any(h < 1 for h in self.hidden):
       raise ValueError(
@@ -382,7 +392,14 @@ GROUPS = {
     "max_lr_psi",
     "psi_lr_decay_start",
   ),
-  "schedule": ("warmup_steps", "alternate", "net_steps", "psi_steps"),
+  "schedule": (
+    "warmup_steps",
+    "alternate",
+    "net_steps",
+    "psi_steps",
+    "decoder_polish_steps",
+    "decoder_polish_lr",
+  ),
   "inference": (
     "num_restarts",
     "init_range",
@@ -409,6 +426,7 @@ _POSITIVE = (
   "baseline_zeta1",
   "zeta3",
   "max_lr_psi",
+  "decoder_polish_lr",
   "net_steps",
   "psi_steps",
   "num_restarts",
@@ -437,6 +455,7 @@ _NON_NEGATIVE = (
   "lr_anchor",
   "lr_psi",
   "warmup_steps",
+  "decoder_polish_steps",
 )
 _MINUS_ONE = {"psi_seed": "drawn from config.seed", "psi_lr_decay_start": "never"}
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # below it: denormal or 0
@@ -459,6 +478,7 @@ _INT_BOUNDS = {
   "warmup_steps": _INT32,
   "net_steps": _INT32,
   "psi_steps": _INT32,
+  "decoder_polish_steps": _INT32,
   "num_restarts": 2**16,
   "posterior_restarts": 2**16,
   "inference_max_iter": 2**20,
@@ -547,7 +567,11 @@ def override(config: Config, overrides: dict[str, str]) -> Config:
 # value that reproduces those runs: a config.json without one loads with it,
 # and a run at that value keeps the identity its checkpoints were written with
 # (vaells_jax.training.guards.run_identity).
-ADDED_LATER = {"lr_net_cooldown": 0.0}
+ADDED_LATER = {
+  "lr_net_cooldown": 0.0,
+  "decoder_polish_steps": 0,
+  "decoder_polish_lr": 3e-4,
+}
 
 
 def config_from_json(path) -> Config:

@@ -79,6 +79,8 @@ METRIC_GUIDE = {
   "psi_rejected_steps": ("-", "Psi steps refused by the accept/reject rule"),
   "net_skipped_steps": ("lower", "non-finite steps skipped; 0 expected"),
   "resumed_from_step": ("-", "0: trained from the start"),
+  "polish_recon_before": ("-", "decoder's 1/2 ||x - g(f(x))||^2 before the polish"),
+  "polish_recon_after": ("lower", "the same after it"),
 }
 
 

@@ -31,16 +31,18 @@ from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   CheckpointError,
   checkpoint_steps,
+  save_checkpoint,
   saved_steps,
   verify_checkpoint,
 )
-from vaells_jax.training.distributed import is_main
+from vaells_jax.training.distributed import checkpointable, is_main
 from vaells_jax.training.guards import (
   TrainingDiverged,
   TrainingInterrupted,
   check_data,
   run_identity,
 )
+from vaells_jax.training.polish import polish_decoder
 from vaells_jax.training.step import first_psi_step
 
 __all__ = [
@@ -106,10 +108,12 @@ def train_run(
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train_loop`), or a
   population of VAELLS members and its best (``config.population > 1``,
-  :func:`vaells_jax.training.population.train_population`). ``checked``: a
-  :class:`RunPlan` has checked the data, workdir and checkpoints."""
+  :func:`vaells_jax.training.population.train_population`), then polishes
+  the decoder (``config.decoder_polish_steps``,
+  :mod:`vaells_jax.training.polish`). ``checked``: a :class:`RunPlan` has
+  checked the data, workdir and checkpoints."""
   if config.population > 1:
-    return population.train_population(
+    state, info = population.train_population(
       config,
       data,
       workdir,
@@ -118,6 +122,27 @@ def train_run(
       progress=progress,
       checked=checked,
     )
+  else:
+    state, info = _train_single(config, data, workdir, log, resume, progress, checked)
+  if config.decoder_polish_steps and int(state.step) == config.num_steps:
+    params, polished = polish_decoder(config, state.params, data.x_train)
+    state = state.replace(params=params, step=state.step + polished["steps"])
+    if is_main():
+      save_checkpoint(workdir, checkpointable(state), run_identity(config, data))
+    log(
+      f"decoder polished: {polished['steps']} steps, reconstruction error "
+      f"{polished['recon_before']:.4g} -> {polished['recon_after']:.4g}"
+    )
+    info = {
+      **info,
+      "decoder_polish_steps": polished["steps"],
+      "polish_recon_before": polished["recon_before"],
+      "polish_recon_after": polished["recon_after"],
+    }
+  return state, info
+
+
+def _train_single(config, data, workdir, log, resume, progress, checked):
   entry = MODELS[config.model]
   return loop.train_loop(
     config,
@@ -237,10 +262,11 @@ def plan_run(
           f"The run in {workdir} was trained on different "
           "data; resume with the same data."
         )
-    if steps and config.num_steps < steps[-1]:
+    polish = config.decoder_polish_steps  # a polished run's last checkpoint
+    if steps and config.num_steps + polish < steps[-1]:
       raise ValueError(
         f"config.num_steps={config.num_steps} is below the run's checkpoint at "
-        f"step {steps[-1]}; resume with num_steps >= {steps[-1]}."
+        f"step {steps[-1] - polish}; resume with num_steps >= {steps[-1] - polish}."
       )
     identity = run_identity(config, data)
     if steps:
