@@ -156,13 +156,15 @@ def fit_wobbly_ranges() -> str:
   )
 
 
-def fit_false_learned() -> str:
-  """docs/fit.md: the battery's fits called ``learned`` that did not learn."""
-  runs = _all_fit_runs()
+def fit_false_learned(key: str = "fit_defaults") -> str:
+  """docs/fit.md: the battery's fits (of ``key``) called ``learned`` that
+  did not learn."""
+  runs = [r for group in _fit_runs(key).values() for r in group]
   wrong = [r for r in runs if r["verdict"] == "learned" and not r["success"]]
   return (
     "; ".join(
       f"`{r['family']}` seed {r['seed']} (orbit coverage {r['orbit_coverage']:.2f}, "
+      f"samples {r['sample_manifold_distance']:.1f} noise levels off, "
       f"`latent_coverage` {r['signals']['latent_coverage']:.2f})"
       for r in wrong
     )
@@ -187,8 +189,9 @@ def fit_scale_one_rates() -> str:
 
 
 def fit_rates(key: str = "fit_defaults") -> str:
-  """README: each family's rate and the verdict's precision and recall."""
-  runs = _fit_runs(key)
+  """README: each family's rate and the verdict's precision and recall
+  (the families ``key`` ran)."""
+  runs = {family: group for family, group in _fit_runs(key).items() if group}
   by_rate: dict[tuple[int, int], list[str]] = {}
   for family, group in runs.items():
     rate = (sum(r["success"] for r in group), len(group))
