@@ -75,6 +75,9 @@ def test_a_polished_run_is_checkpointed_after_its_steps_and_resumes_done(
     again.params["decoder"]["Dense_0"]["kernel"],
     trained.params["decoder"]["Dense_0"]["kernel"],
   )
+  shorter = dataclasses.replace(config, num_steps=config.num_steps - 4)
+  with pytest.raises(ValueError, match=r"step 32 \(less its 20 decoder polish"):
+    train_and_evaluate(shorter, tiny_data, tmp_path, resume=True, evaluate=False)
 
 
 @pytest.mark.parametrize(

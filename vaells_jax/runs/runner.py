@@ -264,9 +264,12 @@ def plan_run(
         )
     polish = config.decoder_polish_steps  # a polished run's last checkpoint
     if steps and config.num_steps + polish < steps[-1]:
+      least = steps[-1] - polish
       raise ValueError(
         f"config.num_steps={config.num_steps} is below the run's checkpoint at "
-        f"step {steps[-1] - polish}; resume with num_steps >= {steps[-1] - polish}."
+        f"step {steps[-1]}"
+        + (f" (less its {polish} decoder polish steps: {least})" if polish else "")
+        + f"; resume with num_steps >= {least}."
       )
     identity = run_identity(config, data)
     if steps:
