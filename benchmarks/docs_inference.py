@@ -24,6 +24,13 @@ def _block(rows: list[str]) -> str:
   return "\n\n" + "\n".join(rows) + "\n\n"
 
 
+def _span(values, digits: int = 0) -> str:
+  """``values``' range, "low–high" with ``digits`` decimals; one number
+  where both read the same."""
+  low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+  return low if low == high else f"{low}–{high}"
+
+
 SPEED = "inference_speed"  # inference_speed.py's default run; or its training
 # solvers' run, "inference_speed_training"
 

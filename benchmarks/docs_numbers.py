@@ -65,9 +65,9 @@ def _fit_runs(key: str = "fit_defaults") -> dict[str, list[dict]]:
   return runs
 
 
-def _all_fit_runs() -> list[dict]:
-  """fit_battery.json's runs of fit's defaults, every family."""
-  return [r for group in _fit_runs().values() for r in group]
+def _all_fit_runs(key: str = "fit_defaults") -> list[dict]:
+  """fit_battery.json's runs of fit's defaults (or of ``key``), every family."""
+  return [r for group in _fit_runs(key).values() for r in group]
 
 
 def _of(k: int, n: int, bold_from: float | None = None) -> str:
@@ -159,7 +159,7 @@ def fit_wobbly_ranges() -> str:
 def fit_false_learned(key: str = "fit_defaults") -> str:
   """docs/fit.md: the battery's fits (of ``key``) called ``learned`` that
   did not learn."""
-  runs = [r for group in _fit_runs(key).values() for r in group]
+  runs = _all_fit_runs(key)
   wrong = [r for r in runs if r["verdict"] == "learned" and not r["success"]]
   return (
     "; ".join(
@@ -337,8 +337,7 @@ def fit_settled() -> str:
       for r in _fit_runs(key)[family]
       if r["success"] or not learned_only
     ]
-    low, high = min(values), max(values)
-    return f"{low:.2f}" if low == high else f"{low:.2f}–{high:.2f}"
+    return docs_inference._span(values, 2)
 
   wide = _fit_runs()["circles_100d"]
   return (
@@ -753,33 +752,27 @@ def swiss_loss_ties(seeds: str) -> str:
   (before the ``sample_distance`` tie-break) on the seeds ``seeds`` (e.g.
   ``160-179``): where
   its kept member does not traverse the roll, and why."""
-  from vaells_jax.training.population import select
-
   rows = [
     "| seed | members that traverse the roll | members at the best "
     "`data_coverage` | the kept member: orbit coverage, samples (noise levels) "
     "| the members that traverse: rank by `data_coverage` |",
     "|---|---|---|---|---|",
   ]
-  runs = _load(SWISS_MEMBERS[seeds.replace("-", "–")]).values()
-  for run in sorted(runs, key=lambda r: r["seed"]):
-    members = run["members"]
-    signals = {
-      k: [m["signals"][k] for m in members]
-      for k in members[0]["signals"]
-      if k != "sample_distance"
-    }
-    kept = members[select(signals, "data_coverage")[0]]
+  name = SWISS_MEMBERS[seeds.replace("-", "–")]
+  members = {run["seed"]: run["members"] for run in _load(name).values()}
+  for seed, (success, signals) in sorted(_swiss_members(name).items()):
+    signals = {k: v for k, v in signals.items() if k != "sample_distance"}
+    kept = members[seed][_kept(signals, "data_coverage", len(success))]
     if kept["success"]:
       continue
     coverage = signals["data_coverage"]
     ranks = [
       1 + sum(c > coverage[i] for c in coverage)
-      for i, m in enumerate(members)
-      if m["success"]
+      for i, learned in enumerate(success)
+      if learned
     ]
     rows.append(
-      f"| {run['seed']} | {len(ranks)} of {len(members)} | "
+      f"| {seed} | {len(ranks)} of {len(success)} | "
       f"{coverage.count(max(coverage))} ({max(coverage):.2f}) | "
       f"{kept['orbit_coverage']:.2f}, {kept['sample_manifold_distance']:.1f} | "
       f"{', '.join(map(str, sorted(ranks))) or '–'} |"

@@ -11,7 +11,7 @@ written ``gen:NAME:ARG:ARG`` in a page.
 
 from __future__ import annotations
 
-from docs_inference import _block, _load, _n
+from docs_inference import _block, _load, _n, _span
 
 STEPS = (1000,)  # original_pairs_step{S}.json
 
@@ -156,10 +156,7 @@ def release_comparison(experiment: str) -> str:
     return top, top_sym, rest, rest_sym
 
   def span(values, digits):
-    low, high = min(values), max(values)
-    if f"{low:.{digits}f}" == f"{high:.{digits}f}":
-      return f"{low:.{digits}f}"
-    return f"{low:.{digits}f}–{high:.{digits}f}".replace("1.00", "1")
+    return _span(values, digits).replace("1.00", "1")
 
   t_top, t_sym, t_rest, t_rest_sym = gather([theirs])
   o_top, o_sym, o_rest, o_rest_sym = gather(ours)

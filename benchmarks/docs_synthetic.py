@@ -15,7 +15,7 @@ Names taking arguments are written ``gen:NAME:ARG`` in a page.
 
 from __future__ import annotations
 
-from docs_inference import _block, _load
+from docs_inference import _block, _load, _span
 
 FILES = {
   "concentric": "single_concentric.json",
@@ -31,11 +31,6 @@ def _by_seed(result: dict) -> dict:
 
 def _runs(name: str) -> dict:
   return _by_seed(_load(FILES[name]))
-
-
-def _span(values) -> str:
-  low, high = min(values), max(values)
-  return f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
 
 
 def single_command(name: str) -> str:
