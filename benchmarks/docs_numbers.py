@@ -284,7 +284,8 @@ CALIBRATION = ("first_tries_spread", "anchor_study", "lr_psi_4e-4_first_tries")
 def fit_calibration(what: str) -> str:
   """docs/fit.md: what the verdict's thresholds were set on. ``count``: the
   coverage calibration's fits; ``coverage``: their ``latent_coverage`` by
-  outcome; ``noise``: ``reconstruction_noise_levels`` at constant rates."""
+  outcome; ``noise``: ``reconstruction_noise_levels`` at constant rates;
+  ``samples``: ``sample_noise_levels`` by the samples' true distance."""
   battery = _load("fit_battery.json")
   if what == "noise":
     runs = _fit_runs("constant_net_rate")
@@ -301,6 +302,17 @@ def fit_calibration(what: str) -> str:
       f"the fits that learned ended at {min(learned):.0f}–{max(learned):.0f}, "
       f"the 100-D circles (prior samples {min(samples):.0f}–{max(samples):.0f} "
       f"true noise levels off) at {min(levels):.0f}–{max(levels):.0f}"
+    )
+  if what == "samples":
+    tries = [t for r in battery["sample_calibration"].values() for t in r["try_scores"]]
+    near = [t["sample_manifold_distance"] <= 15 for t in tries]
+    signal = [t["signals"]["sample_noise_levels"] for t in tries]
+    within = [v for v, ok in zip(signal, near, strict=True) if ok]
+    beyond = [v for v, ok in zip(signal, near, strict=True) if not ok]
+    return (
+      f"on the {len(tries)} calibration fits, those whose samples lay within "
+      f"15 true noise levels scored {docs_inference._span(within, 1)}, those beyond "
+      f"{docs_inference._span(beyond, 1)}"
     )
   runs = [r for key in CALIBRATION for r in battery[key].values()]
   if what == "count":

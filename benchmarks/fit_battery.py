@@ -150,7 +150,7 @@ def one_fit(
   """One ``fit`` call on ``family``'s data of ``seed``, scored on the true
   curves; ``members``: also every member of the kept try's population at
   its selection step (all trained to the end with ``select_at=1``)."""
-  from vaells_jax.runs.fit import FIT_CONFIG, fit
+  from vaells_jax.runs.fit import FIT_CONFIG, FIT_RETRY_CHANGES, fit
 
   x, labels, manifold, manifold_labels = family_data(family, seed)
   config = dataclasses.replace(config or FIT_CONFIG, seed=seed)
@@ -169,6 +169,7 @@ def one_fit(
       workdir=workdir,
       log=lambda line: None,
       tries=tries,
+      retry_changes=FIT_RETRY_CHANGES,
     )
     wall = time.perf_counter() - start
     tried = pathlib.Path(workdir, "tries.json")
@@ -179,6 +180,10 @@ def one_fit(
       pathlib.Path(workdir, kept["kept"], "summary.json").read_text()
     )
     population = summary.get("population", {})
+    each_try = [  # every try's signals and ground truth (the verdict's calibration)
+      _try_scores(pathlib.Path(workdir), t["folder"], family, seed)
+      for t in kept["tries"] or [{"folder": "."}]
+    ]
     scored_members = (
       [_scored(m, family, seed) for m in _members(pathlib.Path(workdir, kept["kept"]))]
       if members and population
@@ -193,6 +198,7 @@ def one_fit(
     "tries": max(1, len(kept["tries"])),  # one try writes no tries.json
     "kept_try": kept["kept"],
     "try_coverages": [t["latent_coverage"] for t in kept["tries"]],
+    "try_scores": each_try,
     "wall_time_s": wall,
     **({"members": scored_members} if scored_members is not None else {}),
   }
@@ -222,6 +228,27 @@ def _scored(model, family, seed) -> dict:
   )
   scores = learned_structure(dataclasses.replace(model, data=truth), eval_keys(seed)[0])
   return {k: v if isinstance(v, bool) else float(v) for k, v in scores.items()}
+
+
+def _try_scores(workdir: pathlib.Path, name: str, family, seed) -> dict:
+  """The verdict signals of one try of a fit in ``workdir`` (folder
+  ``name``) and its scores on the true curves."""
+  from vaells_jax.api import load
+
+  folder = workdir / name
+  tried = folder / "tries.json"  # the first try's folder: load it, not the kept
+  if tried.exists():
+    tried.rename(folder / "tries.json.aside")
+  model = load(folder)
+  if (folder / "tries.json.aside").exists():
+    (folder / "tries.json.aside").rename(tried)
+  verdict = model.verdict or {}
+  return {
+    "folder": name,
+    "verdict": verdict.get("verdict"),
+    "signals": verdict.get("signals"),
+    **_scored(model, family, seed),
+  }
 
 
 def _members(workdir: pathlib.Path) -> list:

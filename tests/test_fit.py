@@ -237,11 +237,24 @@ def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
   x, labels = _two_rings()
   lines = []
   model = vaells_jax.fit(
-    x, labels, config=CONFIG, workdir=tmp_path, log=lines.append, tries=2
+    x,
+    labels,
+    config=CONFIG,
+    workdir=tmp_path,
+    log=lines.append,
+    tries=2,
+    retry_changes={"prior_weight_net": 30.0, "decoder_polish_steps": 3},
   )
   assert model.verdict["verdict"] != "learned"  # 4 steps learn nothing
   tries = json.loads((tmp_path / "tries.json").read_text())
   assert [t["folder"] for t in tries["tries"]] == [".", "try1"]
+  configs = [
+    json.loads((tmp_path / f / "config.json").read_text()) for f in (".", "try1")
+  ]
+  assert [(c["prior_weight_net"], c["decoder_polish_steps"]) for c in configs] == [
+    (1.0, 0),
+    (30.0, 3),
+  ]
   assert any("try 2 of 2" in line for line in lines)
   kept = tmp_path / tries["kept"]
   assert json.loads((kept / "config.json").read_text())["seed"] == (
@@ -269,3 +282,5 @@ def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
   assert not (tmp_path / "tries.json").exists() and not (tmp_path / "try1").exists()
   with pytest.raises(ValueError, match="tries must be"):
     vaells_jax.fit(x, labels, config=CONFIG, workdir=tmp_path / "b", tries=0)
+  with pytest.raises(ValueError, match="retry_changes names no Config field"):
+    vaells_jax.fit(x, labels, config=CONFIG, retry_changes={"prior_weight": 3})

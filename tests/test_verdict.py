@@ -6,7 +6,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from vaells_jax.runs.verdict import THRESHOLDS, decide, noise_level, verdict
+from vaells_jax.runs.verdict import (
+  THRESHOLDS,
+  decide,
+  noise_level,
+  polyline_distance,
+  verdict,
+)
 from vaells_jax.training import population
 
 
@@ -15,15 +21,25 @@ class _Data:
   x_train: np.ndarray
   labels_train: np.ndarray
   x_test: np.ndarray
+  labels_test: np.ndarray
+  anchors: np.ndarray  # [C, A, D]
 
 
 @dataclasses.dataclass
 class _Model:
-  """A model built by hand: codes are the inputs' first two coordinates."""
+  """A model built by hand: codes are the inputs' first two coordinates;
+  the prior's samples lie on the circles, radially off by ``prior_spread``."""
 
   data: _Data
   psi: np.ndarray
   decoder_gain: float = 1.0
+  prior_spread: float = 0.0
+
+  def sample_prior(self, key, n, label):
+    rng = np.random.default_rng(label)
+    angle = rng.uniform(0, 2 * np.pi, n)
+    radius = (1.0 + label) * (1 + self.prior_spread * rng.normal(size=n))
+    return radius[:, None] * np.c_[np.cos(angle), np.sin(angle)]
 
   def encode(self, x):
     return np.asarray(x)[..., :2]
@@ -43,7 +59,9 @@ def _rings(seed=0, n=300, noise=0.0):
   x[:, :2] = (1.0 + labels)[:, None] * np.c_[np.cos(angle), np.sin(angle)]
   x += noise * rng.normal(size=x.shape)
   train = 2 * n // 3
-  return _Data(x[:train], labels[:train], x[train:])
+  return _Data(
+    x[:train], labels[:train], x[train:], labels[train:], np.zeros((2, 3, 5))
+  )
 
 
 ROTATION = np.array([[[0.0, -0.05], [0.05, 0.0]]])
@@ -127,3 +145,31 @@ def test_reconstructions_far_off_for_the_noise_keep_it_from_learned():
   assert off["verdict"] == "uncertain"
   assert off["signals"]["reconstruction_noise_levels"] > 50
   assert "far off the data's manifold" in off["reasons"][-1]
+
+
+def test_polyline_distance_is_the_distance_off_the_sampled_curve():
+  angle = np.linspace(0, 2 * np.pi, 200, endpoint=False)
+  ring = np.c_[np.cos(angle), np.sin(angle), np.zeros(200)]
+  # Off the circle radially and out of its plane; along it the gaps are 0.03,
+  # so the chords lie within 5e-4 of the circle
+  points = np.array([[1.1, 0.0, 0.0], [0.0, 0.95, 0.0], [0.0, -1.0, 0.2]])
+  np.testing.assert_allclose(
+    polyline_distance(points, ring), [0.1, 0.05, 0.2], atol=1e-3
+  )
+  # Each point of a sampled curve lies on its neighbours' chords.
+  assert polyline_distance(ring, ring, own=True).max() < 1e-3
+  rng = np.random.default_rng(0)
+  noisy = (ring + 0.01 * rng.normal(size=ring.shape)) * 1000 + 1e4  # any units
+  distance = polyline_distance(noisy, noisy, own=True)
+  assert 8 < np.median(distance) / np.sqrt(2) < 16  # about the noise, 10
+
+
+def test_prior_samples_far_off_for_the_noise_keep_it_from_learned():
+  data = _rings(n=1500, noise=0.002)
+  good = verdict(_Model(data, ROTATION))
+  assert good["signals"]["sample_noise_levels"] < 3, good["signals"]
+  off = verdict(_Model(data, ROTATION, prior_spread=0.05))  # 0.05-0.1 off
+  assert off["signals"]["reconstruction_noise_levels"] < 3
+  assert off["signals"]["sample_noise_levels"] > THRESHOLDS["sample_noise_levels_max"]
+  assert off["verdict"] == "uncertain"
+  assert "prior's samples lie far off" in off["reasons"][-1]

@@ -102,6 +102,7 @@ def _verdict_lines(verdict) -> list[str]:
     "operator_norm": f"<= {limits['operator_norm_max']}",
     "reconstruction_noise_levels": f"<= {limits['reconstruction_noise_levels_max']} "
     "for learned",
+    "sample_noise_levels": f"<= {limits.get('sample_noise_levels_max')} for learned",
   }
   lines = [f"## Verdict: **{verdict['verdict']}**", ""]
   lines += [f"- {reason}" for reason in verdict["reasons"]]

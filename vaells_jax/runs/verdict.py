@@ -20,6 +20,14 @@ the families of ``benchmarks/fit_battery.py`` and checked on others
   (:func:`noise_level`): ``sqrt(max(e - D s^2, 0)) / s`` with ``e`` the mean
   squared reconstruction error and ``s`` the estimate. The decoded prior
   samples cannot lie closer to the manifold than the decoder can.
+* ``sample_noise_levels``: how far the decoded prior samples lie off the
+  data's manifold: their mean distance to the polyline of the training
+  points of their class (:func:`polyline_distance`), in that class's noise
+  level, ``s = median own distance / sqrt(D - 1)`` (each training point's
+  distance to the segments of the others). The data themselves score about
+  ``sqrt(D - 1)``. The prior is what the model says the manifold is; a
+  decoder fitted to the codes alone (the decoder polish) can reconstruct
+  the data while the prior's samples leave it.
 """
 
 from __future__ import annotations
@@ -52,8 +60,19 @@ THRESHOLDS = {
   # circles: the fits that learned ended at 3-21, the 100-D circles, whose
   # prior samples lay 18-68 true noise levels off, at 13-44 (9 of 10 above).
   "reconstruction_noise_levels_max": 20.0,
+  # Above: the prior's samples leave the data's manifold (then "uncertain"
+  # at best). Set below every calibration fit whose samples lay more than
+  # the ground truth's 15 true noise levels off (12.7-27.7; those within
+  # ended at 1.8-14.1): circles and arc at fit's defaults, the wobbly 100-D
+  # curves with prior_weight_net=30 and the decoder polish (docs/fit.md).
+  "sample_noise_levels_max": 12.0,
 }
+SAMPLES = 300  # decoded prior samples of each class sample_noise_levels scores
+REFERENCE_POINTS = 1000  # training points of a class it compares them with, at most
+SEGMENT_NEIGHBOURS = 4  # segments from each training point in polyline_distance
 NEIGHBOURS = 10  # points of each local line fit in noise_level
+# In estimated noise levels: NaN where the data give no noise to measure by
+NOISE_SIGNALS = ("reconstruction_noise_levels", "sample_noise_levels")
 
 
 def noise_level(x, labels, neighbours: int = NEIGHBOURS) -> float:
@@ -81,6 +100,36 @@ def noise_level(x, labels, neighbours: int = NEIGHBOURS) -> float:
   return float(np.sqrt(np.median(off) / (x.shape[1] - 1)))
 
 
+def polyline_distance(points, reference, neighbours=SEGMENT_NEIGHBOURS, own=False):
+  """Each point's distance to the nearest segment that joins a ``reference``
+  point to one of its ``neighbours`` nearest others: ``[P]``. On a sampled
+  curve these segments follow it, so the distance is the point's distance
+  off the curve, not along it. ``own``: the points are ``reference`` itself,
+  and the segments that touch a point are left out of its distance."""
+  centre = np.mean(reference, axis=0)
+  points = np.asarray(points, np.float64) - centre
+  reference = np.asarray(reference, np.float64) - centre
+  k = min(neighbours, len(reference) - 1)
+  start = np.repeat(np.arange(len(reference)), k)
+  end = np.argsort(_squared_gaps(reference, reference), axis=1)[:, 1 : k + 1]
+  end = end.reshape(-1)
+  a, step = reference[start], reference[end] - reference[start]
+  length = np.maximum(np.sum(step**2, axis=-1), 1e-300)
+  # |p - a - t step|^2 for the t in [0, 1] closest to p, from inner products
+  along = points @ step.T - np.sum(a * step, axis=-1)  # [P, S]
+  t = np.clip(along / length, 0.0, 1.0)
+  squared = _squared_gaps(points, a) - 2 * t * along + t**2 * length
+  if own:
+    rows = np.arange(len(points))[:, None]
+    squared[(rows == start) | (rows == end)] = np.inf
+  return np.sqrt(np.maximum(squared.min(axis=1), 0.0))
+
+
+def _squared_gaps(x, y):
+  """``|x_i - y_j|^2``: ``[len(x), len(y)]``."""
+  return np.sum(x**2, -1)[:, None] - 2 * x @ y.T + np.sum(y**2, -1)[None]
+
+
 def verdict_signals(trained, seed: int = 0) -> dict:
   """The ground-truth-free signals of ``trained`` (a
   :class:`~vaells_jax.api.TrainedVAELLS`) on its own data: floats, NaN
@@ -106,7 +155,33 @@ def verdict_signals(trained, seed: int = 0) -> dict:
     "reconstruction_error": finite(error),
     "operator_norm": finite(norm),
     "reconstruction_noise_levels": finite(levels),
+    "sample_noise_levels": finite(_sample_levels(trained, seed)),
   }
+
+
+def _sample_levels(trained, seed: int) -> float:
+  """``sample_noise_levels`` (module docstring) of ``trained``."""
+  import jax  # the model's own sampler
+
+  data = trained.data
+  train, train_labels = np.asarray(data.x_train), np.asarray(data.labels_train)
+  rng = np.random.default_rng(seed)
+  keys = jax.random.split(jax.random.PRNGKey(seed + 5), data.anchors.shape[0])
+  levels = []
+  for c, key in enumerate(keys):
+    own = train[train_labels == c]
+    if len(own) > REFERENCE_POINTS:
+      own = own[rng.choice(len(own), REFERENCE_POINTS, replace=False)]
+    if len(own) < 3 or own.shape[1] < 2:
+      continue
+    spread = np.median(polyline_distance(own, own, own=True))
+    noise = spread / np.sqrt(own.shape[1] - 1)
+    decoded = np.asarray(trained.decode(trained.sample_prior(key, SAMPLES, c)))
+    if not np.all(np.isfinite(decoded)):
+      return float("nan")
+    with np.errstate(all="ignore"):
+      levels.append(np.mean(polyline_distance(decoded, own)) / noise)
+  return float(np.mean(levels)) if levels else float("nan")
 
 
 def verdict(trained, seed: int = 0, thresholds: dict | None = None) -> dict:
@@ -120,14 +195,15 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
 
   ``not learned`` when a signal is not finite, the reconstructions or the
   operators blew up, or ``latent_coverage`` is low; ``learned`` when the
-  coverage is high and nothing blew up, unless the reconstructions lie too
-  many estimated noise levels off the data (then ``uncertain``: the noise
-  estimate is rough, and a noise-free curve has none to measure by);
+  coverage is high and nothing blew up, unless the reconstructions or the
+  decoded prior samples lie too many estimated noise levels off the data
+  (then ``uncertain``: the noise estimate is rough, and a noise-free curve
+  has none to measure by);
   ``uncertain`` between the coverage thresholds.
   """
   limits = {**THRESHOLDS, **(thresholds or {})}
   broken = []
-  measured = {k: v for k, v in signals.items() if k != "reconstruction_noise_levels"}
+  measured = {k: v for k, v in signals.items() if k not in NOISE_SIGNALS}
   if not all(np.isfinite(v) for v in measured.values()):
     broken.append("a signal is not finite")
   if signals["reconstruction_error"] > limits["reconstruction_error_max"]:
@@ -167,6 +243,14 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
       f"{limits['reconstruction_noise_levels_max']}: the reconstructions lie "
       "far off the data's manifold for its noise"
     )
+  samples = signals.get("sample_noise_levels", float("nan"))
+  if samples > limits["sample_noise_levels_max"]:
+    reasons.append(
+      f"but sample_noise_levels {samples:.3g} > "
+      f"{limits['sample_noise_levels_max']}: the prior's samples lie far off "
+      "the data's manifold for its noise"
+    )
+  if len(reasons) > 1:
     return _said("uncertain", reasons, signals, limits)
   return _said("learned", reasons, signals, limits)
 
