@@ -141,18 +141,39 @@ def fit_tries() -> str:
   )
 
 
-def fit_wobbly_ranges() -> str:
-  """docs/fit.md: how far the battery's wobbly fits got."""
-  runs = _fit_runs()["wobbly_100d"]
+def fit_wobbly_tries() -> str:
+  """docs/fit.md: the battery's wobbly tries, at the defaults and at
+  FIT_RETRY_CHANGES (every second try)."""
+  tries = [t for r in _fit_runs()["wobbly_100d"] for t in r["try_scores"]]
+  retry = [t for t in tries if t["folder"] in ("try1", "try3")]
+  plain = [t for t in tries if t not in retry]
 
-  def span(values, digits=2):
-    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
+  def learned(group):
+    return f"{sum(t['success'] for t in group)} of {len(group)}"
 
   return (
-    f"orbit coverage {span([r['orbit_coverage'] for r in runs])}, "
-    f"`latent_coverage` {span([r['signals']['latent_coverage'] for r in runs])}, "
-    "`reconstruction_noise_levels` "
-    f"{span([r['signals']['reconstruction_noise_levels'] for r in runs], 0)}"
+    f"of their tries at the defaults {learned(plain)} learned (orbit coverage "
+    f"{docs_inference._span([t['orbit_coverage'] for t in plain], 2)}), of "
+    f"those at `FIT_RETRY_CHANGES` {learned(retry)}"
+  )
+
+
+def fit_sample_check() -> str:
+  """docs/fit.md: sample_noise_levels against the ground truth on every
+  try of the battery."""
+  from vaells_jax.runs.verdict import THRESHOLDS
+
+  tries = [t for r in _all_fit_runs() for t in r["try_scores"]]
+  near = [t for t in tries if t["sample_manifold_distance"] <= 15]
+  far = [t for t in tries if t["sample_manifold_distance"] > 15]
+  signal = lambda group: [t["signals"]["sample_noise_levels"] for t in group]  # noqa: E731
+  limit = THRESHOLDS["sample_noise_levels_max"]
+  return (
+    f"on all {len(tries)} tries of the battery, those whose samples lay within "
+    f"15 true noise levels scored {docs_inference._span(signal(near), 1)} "
+    f"({sum(v > limit for v in signal(near))} of {len(near)} above {limit:g}), "
+    f"those beyond {docs_inference._span(signal(far), 1)} "
+    f"({sum(v <= limit for v in signal(far))} of {len(far)} at or below)"
   )
 
 
@@ -1024,7 +1045,8 @@ RENDERERS = {
   "fit-tries": fit_tries,
   "fit-scale-one-rates": fit_scale_one_rates,
   "fit-scale-two-first-tries": fit_scale_two_first_tries,
-  "fit-wobbly-ranges": fit_wobbly_ranges,
+  "fit-wobbly-tries": fit_wobbly_tries,
+  "fit-sample-check": fit_sample_check,
   "fit-false-learned": fit_false_learned,
   "fit-time": fit_time,
   "fit-anchor-table": fit_anchor_table,
