@@ -151,10 +151,23 @@ def fit_wobbly_tries() -> str:
   def learned(group):
     return f"{sum(t['success'] for t in group)} of {len(group)}"
 
+  failed = [t for t in retry if not t["success"]]
+  along = [t for t in failed if t["orbit_coverage"] >= 0.9]
+  across = [t["orbit_coverage"] for t in failed if t not in along]
   return (
     f"of their tries at the defaults {learned(plain)} learned (orbit coverage "
     f"{docs_inference._span([t['orbit_coverage'] for t in plain], 2)}), of "
-    f"those at `FIT_RETRY_CHANGES` {learned(retry)}"
+    f"those at `FIT_RETRY_CHANGES` {learned(retry)}; of the {len(failed)} "
+    f"retries that failed, {len(across)} have operators that do "
+    "not follow the curve (orbit coverage "
+    f"{docs_inference._span(across, 2)})"
+    + (
+      f" and {len(along)} follow it with samples "
+      f"{docs_inference._span([t['sample_manifold_distance'] for t in along], 1)} "
+      "noise levels off"
+      if along
+      else ""
+    )
   )
 
 
