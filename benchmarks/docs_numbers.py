@@ -177,17 +177,25 @@ def fit_sample_check() -> str:
   from vaells_jax.runs.verdict import THRESHOLDS
 
   tries = [t for r in _all_fit_runs() for t in r["try_scores"]]
-  near = [t for t in tries if t["sample_manifold_distance"] <= 15]
-  far = [t for t in tries if t["sample_manifold_distance"] > 15]
-  signal = lambda group: [t["signals"]["sample_noise_levels"] for t in group]  # noqa: E731
+  near, far = _sample_signals(tries)
   limit = THRESHOLDS["sample_noise_levels_max"]
   return (
     f"on all {len(tries)} tries of the battery, those whose samples lay within "
-    f"15 true noise levels scored {docs_inference._span(signal(near), 1)} "
-    f"({sum(v > limit for v in signal(near))} of {len(near)} above {limit:g}), "
-    f"those beyond {docs_inference._span(signal(far), 1)} "
-    f"({sum(v <= limit for v in signal(far))} of {len(far)} at or below)"
+    f"15 true noise levels scored {docs_inference._span(near, 1)} "
+    f"({sum(v > limit for v in near)} of {len(near)} above {limit:g}), "
+    f"those beyond {docs_inference._span(far, 1)} "
+    f"({sum(v <= limit for v in far)} of {len(far)} at or below)"
   )
+
+
+def _sample_signals(tries) -> tuple[list[float], list[float]]:
+  """``sample_noise_levels`` of the tries whose prior samples lay within the
+  success criterion's 15 true noise levels, and of those beyond."""
+  near, far = [], []
+  for t in tries:
+    group = near if t["sample_manifold_distance"] <= 15 else far
+    group.append(t["signals"]["sample_noise_levels"])
+  return near, far
 
 
 def fit_false_learned(key: str = "fit_defaults") -> str:
@@ -339,10 +347,7 @@ def fit_calibration(what: str) -> str:
     )
   if what == "samples":
     tries = [t for r in battery["sample_calibration"].values() for t in r["try_scores"]]
-    near = [t["sample_manifold_distance"] <= 15 for t in tries]
-    signal = [t["signals"]["sample_noise_levels"] for t in tries]
-    within = [v for v, ok in zip(signal, near, strict=True) if ok]
-    beyond = [v for v, ok in zip(signal, near, strict=True) if not ok]
+    within, beyond = _sample_signals(tries)
     return (
       f"on the {len(tries)} calibration fits, those whose samples lay within "
       f"15 true noise levels scored {docs_inference._span(within, 1)}, those beyond "

@@ -236,12 +236,14 @@ def _try_scores(workdir: pathlib.Path, name: str, family, seed) -> dict:
   from vaells_jax.api import load
 
   folder = workdir / name
-  tried = folder / "tries.json"  # the first try's folder: load it, not the kept
-  if tried.exists():
-    tried.rename(folder / "tries.json.aside")
-  model = load(folder)
-  if (folder / "tries.json.aside").exists():
-    (folder / "tries.json.aside").rename(tried)
+  tried, aside = folder / "tries.json", folder / "tries.json.aside"
+  if tried.exists():  # the first try's folder: load it, not the kept try
+    tried.rename(aside)
+  try:
+    model = load(folder)
+  finally:
+    if aside.exists():
+      aside.rename(tried)
   verdict = model.verdict or {}
   return {
     "folder": name,

@@ -34,7 +34,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vaells_jax.training.coverage import coverage_points, coverage_signals
+from vaells_jax.training.coverage import (
+  coverage_points,
+  coverage_signals,
+  pairwise_distances,
+)
 from vaells_jax.training.population import OPERATOR_NORM_LIMIT
 
 __all__ = [
@@ -111,23 +115,18 @@ def polyline_distance(points, reference, neighbours=SEGMENT_NEIGHBOURS, own=Fals
   reference = np.asarray(reference, np.float64) - centre
   k = min(neighbours, len(reference) - 1)
   start = np.repeat(np.arange(len(reference)), k)
-  end = np.argsort(_squared_gaps(reference, reference), axis=1)[:, 1 : k + 1]
+  end = np.argsort(pairwise_distances(reference, reference), axis=1)[:, 1 : k + 1]
   end = end.reshape(-1)
   a, step = reference[start], reference[end] - reference[start]
   length = np.maximum(np.sum(step**2, axis=-1), 1e-300)
   # |p - a - t step|^2 for the t in [0, 1] closest to p, from inner products
   along = points @ step.T - np.sum(a * step, axis=-1)  # [P, S]
   t = np.clip(along / length, 0.0, 1.0)
-  squared = _squared_gaps(points, a) - 2 * t * along + t**2 * length
+  squared = pairwise_distances(points, a) ** 2 - 2 * t * along + t**2 * length
   if own:
     rows = np.arange(len(points))[:, None]
     squared[(rows == start) | (rows == end)] = np.inf
   return np.sqrt(np.maximum(squared.min(axis=1), 0.0))
-
-
-def _squared_gaps(x, y):
-  """``|x_i - y_j|^2``: ``[len(x), len(y)]``."""
-  return np.sum(x**2, -1)[:, None] - 2 * x @ y.T + np.sum(y**2, -1)[None]
 
 
 def verdict_signals(trained, seed: int = 0) -> dict:

@@ -36,6 +36,7 @@ __all__ = [
   "latent_coverage",
   "member_data_coverage",
   "member_sample_distance",
+  "pairwise_distances",
 ]
 
 COVERAGE_POINTS = 500  # training points encoded for latent_coverage
@@ -204,7 +205,7 @@ def data_coverage(decoded, start: int, x, labels, reaches=DATA_COVERAGE_REACHES)
   scores = np.zeros((len(reaches), len(classes), decoded.shape[2]))
   for c, points in enumerate(classes):
     for a in range(decoded.shape[2]):
-      gaps = _distances(decoded[:, c, a], points)  # [T, N_c]
+      gaps = pairwise_distances(decoded[:, c, a], points)  # [T, N_c]
       to_data = gaps.min(axis=1, initial=np.inf)
       for r, reach in enumerate(reaches):
         on = to_data <= reach * unit
@@ -224,11 +225,11 @@ def _spacing(classes) -> float:
   for points in classes:
     k = min(DATA_COVERAGE_NEIGHBOURS, len(points) - 1)
     if k > 0:  # column 0 of the sorted distances: the point itself
-      nearest.append(np.sort(_distances(points, points), axis=1)[:, k])
+      nearest.append(np.sort(pairwise_distances(points, points), axis=1)[:, k])
   return float(np.median(np.concatenate(nearest))) if nearest else float("nan")
 
 
-def _distances(a, b, chunk: int = 512):
+def pairwise_distances(a, b, chunk: int = 512):
   """Euclidean distances ``[len(a), len(b)]``, ``inf`` where not finite."""
   parts = []
   with np.errstate(all="ignore"):
@@ -282,7 +283,7 @@ def member_sample_distance(model, params, x, labels, key, *, laplace_scale, gamm
   decoded = np.asarray(model.decode(params, moved), np.float64)  # [C, A, S, D]
   unit = _spacing([x[labels == c] for c in range(decoded.shape[0])])
   gaps = [
-    _distances(decoded[c].reshape(-1, x.shape[-1]), x[labels == c]).min(axis=1)
+    pairwise_distances(decoded[c].reshape(-1, x.shape[-1]), x[labels == c]).min(axis=1)
     for c in range(decoded.shape[0])
   ]
   return float(np.mean(np.concatenate(gaps)) / unit)
