@@ -232,6 +232,29 @@ def test_a_run_whose_operators_blew_up_says_so(tmp_path):
   assert markdown.index("Verdict: **not learned**") < markdown.index("## Metrics")
 
 
+@pytest.mark.parametrize(
+  "first, second, later",
+  [
+    (40.0, 20.0, "retry"),  # the retry's samples closer: it trains on
+    (5.0, 8.0, "config"),
+    (9.0, 9.0, "config"),  # a tie
+    (float("nan"), 20.0, "retry"),  # a signal that is not finite counts as far
+    (20.0, None, "config"),  # no signal (no verdict)
+  ],
+)
+def test_later_tries_train_the_config_whose_samples_lay_closer(first, second, later):
+  from vaells_jax.runs.fit import _config_of_try
+
+  config, retry = CONFIG, dataclasses.replace(CONFIG, prior_weight_net=30.0)
+  record = [{"sample_noise_levels": first}, {"sample_noise_levels": second}]
+  assert _config_of_try(0, [], config, retry) is config
+  assert _config_of_try(1, record[:1], config, retry) is retry
+  for k in (2, 3, 4):
+    assert _config_of_try(k, record, config, retry) is {"retry": retry}.get(
+      later, config
+    )
+
+
 @pytest.mark.whole_run
 def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
   x, labels = _two_rings()

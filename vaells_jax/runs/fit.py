@@ -56,11 +56,17 @@ ANCHOR_CHOICES = ("spread", "random")
 # fresh one (another seed, the same data and anchors) in WORKDIR/try<k>; the
 # best by verdict, then latent_coverage, is kept (docs/fit.md).
 FIT_TRIES = 4
-# What every second try (the 2nd, the 4th) changes in fit's own config: the
-# prior weighted 30 times in the network steps and the decoder polished. On
-# the wobbly 100-D curves the defaults never learned and this learned most
-# seeds; on the 10-D circles it learned fewer than the defaults (docs/fit.md).
-FIT_RETRY_CHANGES = {"prior_weight_net": 30.0, "decoder_polish_steps": 2000}
+# What the second try changes in fit's own config: the prior weighted 30
+# times in the network steps, the decoder polished and twice the steps. On
+# the wobbly 100-D curves the defaults never learned and one such try learned
+# 8 of 10 seeds; on the 10-D circles it learned fewer than the defaults
+# (docs/fit.md). Later tries train the config of the first two tries whose
+# prior samples lay closer to the data (the verdict's sample_noise_levels).
+FIT_RETRY_CHANGES = {
+  "prior_weight_net": 30.0,
+  "decoder_polish_steps": 2000,
+  "num_steps": 8000,
+}
 _RANK = {"learned": 2, "uncertain": 1, "not learned": 0}
 
 
@@ -178,9 +184,11 @@ def fit(
       and anchors) trains in ``workdir/try<k>``; the best run by verdict,
       then ``latent_coverage``, is returned (and alone evaluated: metrics,
       figures, ``summary.md``), and ``workdir/tries.json`` names it for
-      ``load``. 1: one run, whatever its verdict. Every second try (the
-      2nd, the 4th) changes ``retry_changes`` in the config.
-    retry_changes: ``{field: value}`` of the config that every second try
+      ``load``. 1: one run, whatever its verdict. The second try changes
+      ``retry_changes`` in the config; later tries train the config of
+      those two tries whose prior samples lay closer to the data (the
+      verdict's ``sample_noise_levels``).
+    retry_changes: ``{field: value}`` of the config that the second try
       trains with (default: :data:`FIT_RETRY_CHANGES` with fit's own
       config, none with a config you give).
     time_budget_s: no further try starts once the time spent plus the
@@ -239,7 +247,9 @@ def fit(
     began = time.perf_counter()
     folder = workdir / f"try{k}" if k else workdir
     trained, _ = train_and_evaluate(
-      dataclasses.replace(retry_config if k % 2 else config, seed=config.seed + k),
+      dataclasses.replace(
+        _config_of_try(k, record, config, retry_config), seed=config.seed + k
+      ),
       input_map.model_data(data),
       folder,
       log,
@@ -253,13 +263,15 @@ def fit(
       for old in workdir.glob("try[0-9]*"):
         shutil.rmtree(old, ignore_errors=True)
     said = trained.verdict["verdict"] if trained.verdict else None
-    coverage = trained.verdict["signals"]["latent_coverage"] if said else 0.0
+    signals = trained.verdict["signals"] if said else {}
+    coverage = signals.get("latent_coverage", 0.0)
     rank = (_RANK.get(said, 0), coverage)
     record.append(
       {
         "folder": folder.name if k else ".",
         "verdict": said,
         "latent_coverage": coverage,
+        "sample_noise_levels": signals.get("sample_noise_levels"),
       }
     )
     if best is None or rank > best[0]:
@@ -272,9 +284,10 @@ def fit(
       log(f"verdict {said}; no further try within time_budget_s={time_budget_s}")
       break
     changes = ", ".join(f"{f}={v}" for f, v in retry_changes.items())
+    retrying = _config_of_try(k + 1, record, config, retry_config) is retry_config
     log(
       f"verdict {said}: try {k + 2} of {tries}, a fresh population in try{k + 1}/"
-      + (f" ({changes})" if changes and k % 2 == 0 else "")
+      + (f" ({changes})" if changes and retrying else "")
     )
   _, kept, trained = best
   evaluate_run(trained, workdir / f"try{kept}" if kept else workdir, log)
@@ -286,6 +299,21 @@ def fit(
     log(f"kept try {kept + 1} of {len(record)} ({record[kept]['verdict']})")
     _note_tries(workdir, record, kept)
   return trained
+
+
+def _config_of_try(k, record, config, retry_config):
+  """Try ``k``'s config: ``config`` first, ``retry_config`` second, then
+  the one of those two whose try's prior samples lay closer to the data
+  (``sample_noise_levels`` in ``record``; a tie or a missing signal:
+  ``config``)."""
+  if k < 2:
+    return (config, retry_config)[k]
+
+  def far(row):
+    value = row["sample_noise_levels"]
+    return value if value is not None and math.isfinite(value) else math.inf
+
+  return retry_config if far(record[1]) < far(record[0]) else config
 
 
 def _note_tries(workdir, record, kept) -> None:
