@@ -143,10 +143,18 @@ def fit_tries() -> str:
 
 def fit_wobbly_tries() -> str:
   """docs/fit.md: the battery's wobbly tries, at the defaults and at
-  FIT_RETRY_CHANGES (every second try)."""
-  tries = [t for r in _fit_runs()["wobbly_100d"] for t in r["try_scores"]]
-  retry = [t for t in tries if t["folder"] in ("try1", "try3")]
-  plain = [t for t in tries if t not in retry]
+  FIT_RETRY_CHANGES (fit's rule: the second try, and later ones where its
+  samples lay closer)."""
+  from vaells_jax.runs.fit import _config_of_try
+
+  retry, plain = [], []
+  for run in _fit_runs()["wobbly_100d"]:
+    record = [
+      {"sample_noise_levels": t["signals"]["sample_noise_levels"]}
+      for t in run["try_scores"]
+    ]
+    for k, t in enumerate(run["try_scores"]):
+      (retry if _config_of_try(k, record, False, True) else plain).append(t)
 
   def learned(group):
     return f"{sum(t['success'] for t in group)} of {len(group)}"
@@ -247,6 +255,30 @@ def fit_rates(key: str = "fit_defaults") -> str:
   return (
     "; ".join(parts) + f"; verdict precision {right / called:.2f} "
     f"({right} of {called}), recall {found / truly:.2f}"
+  )
+
+
+def fit_wobbly_rate(key: str) -> str:
+  """docs/fit-levers.md: one try's rate on the wobbly curves in ``key``."""
+  group = _fit_runs(key)["wobbly_100d"]
+  called, right, _, _ = _verdict_counts(group)
+  learned = sum(r["success"] for r in group)
+  return (
+    f"{learned} of {len(group)} (verdict `learned` on {called}, "
+    f"{right} of them learned)"
+  )
+
+
+def fit_alternating_retries() -> str:
+  """docs/fit-levers.md: the wobbly retries of the battery that alternated
+  the defaults with 4000-step retries (the 2nd and 4th tries)."""
+  runs = _fit_runs("alternating_retries")["wobbly_100d"]
+  retries = [
+    t for r in runs for t in r["try_scores"] if t["folder"] in ("try1", "try3")
+  ]
+  return (
+    f"{sum(t['success'] for t in retries)} of {len(retries)} tries, "
+    f"{sum(r['success'] for r in runs)} of the {len(runs)} seeds"
   )
 
 
@@ -1060,6 +1092,8 @@ RENDERERS = {
   "swiss-verdict-fit": swiss_verdict_fit,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
+  "fit-wobbly-rate": fit_wobbly_rate,
+  "fit-alternating-retries": fit_alternating_retries,
   "fit-tries": fit_tries,
   "fit-scale-one-rates": fit_scale_one_rates,
   "fit-scale-two-first-tries": fit_scale_two_first_tries,
