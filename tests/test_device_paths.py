@@ -1,6 +1,6 @@
 """The GPU/TPU paths (``backend.per_platform``'s other branch: no
 conditional as a fusion barrier or around a squaring, one call instead of
-chunks, larger exact blocks) compute what the CPU paths compute, checked on
+chunks, larger exact blocks, no SVD) compute what the CPU paths compute, checked on
 the CPU by forcing that branch; and the device script's CPU part runs at a
 tiny size."""
 
@@ -41,6 +41,23 @@ def test_device_squarings_are_the_cpu_squarings(monkeypatch):
     [jax.scipy.linalg.expm(m) for m in np.moveaxis(np.asarray(a), -1, 0)[:5]],
     rtol=1e-3,  # float32 products of entries up to 1e24
   )
+
+
+def test_device_norm_bound_is_the_spectral_norm():
+  # The exact solver's grid step on a GPU: an upper bound of ||psi||_2 from
+  # matrix squarings; it must match the SVD's norm to float32 rounding,
+  # with equal top singular values (rotations), rank one, and zero.
+  rng = np.random.default_rng(0)
+  cases = [np.zeros((3, 3))]
+  for d in (2, 3, 8, 16):
+    for scale in (1e-4, 1.0, 1e3):
+      a, u = rng.standard_normal((d, d)), rng.standard_normal((d, 1))
+      cases += [scale * a, scale * (a - a.T), scale * u @ u.T, scale * np.eye(d)]
+  bound = jax.jit(exact.spectral_norm_bound)
+  for m in cases:
+    got, want = float(bound(m.astype(np.float32))), np.linalg.norm(m, ord=2)
+    assert want * (1 - 1e-6) <= got <= want * (1 + 1e-5), (m.shape, got, want)
+  assert float(bound(np.zeros((3, 3), np.float32))) == 0.0
 
 
 @pytest.mark.parametrize(
