@@ -235,15 +235,7 @@ def _try_scores(workdir: pathlib.Path, name: str, family, seed) -> dict:
   ``name``) and its scores on the true curves."""
   from vaells_jax.api import load
 
-  folder = workdir / name
-  tried, aside = folder / "tries.json", folder / "tries.json.aside"
-  if tried.exists():  # the first try's folder: load it, not the kept try
-    tried.rename(aside)
-  try:
-    model = load(folder)
-  finally:
-    if aside.exists():
-      aside.rename(tried)
+  model = load(workdir / name, kept=False)
   verdict = model.verdict or {}
   return {
     "folder": name,

@@ -285,6 +285,9 @@ def test_fit_trains_again_while_the_verdict_is_not_learned(tmp_path):
   )
   loaded = vaells_jax.load(tmp_path)
   np.testing.assert_array_equal(loaded.psi, model.psi)
+  for folder in (".", "try1"):  # each try on its own
+    one = vaells_jax.load(tmp_path / folder, kept=False)
+    assert one.config.seed == CONFIG.seed + (folder == "try1")
   assert (tmp_path / "summary.md").read_text().startswith("# fit: tries")
   # Only the returned try is evaluated; the other keeps its verdict.
   other = tmp_path / {"try1": ".", ".": "try1"}[tries["kept"]]

@@ -375,9 +375,11 @@ MODELS = {
 }
 
 
-def load(workdir) -> TrainedVAELLS | TrainedBaseline:
+def load(workdir, kept: bool = True) -> TrainedVAELLS | TrainedBaseline:
   """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or
-  ``fit``; where ``fit`` trained several tries, the one it kept).
+  ``fit``; where ``fit`` trained several tries, the one it kept, or with
+  ``kept=False`` the first try, which ``workdir`` itself holds; the others
+  are ``load(workdir / "try<k>")``).
 
   The latest checkpoint is verified file by file against its SHA-256 and
   against the run it records: ``config.json`` and ``dataset.npz`` must be
@@ -391,7 +393,7 @@ def load(workdir) -> TrainedVAELLS | TrainedBaseline:
       another config or data (e.g. ``config.json`` edited after training).
   """
   workdir = pathlib.Path(workdir)
-  if (workdir / TRIES_NAME).exists():
+  if kept and (workdir / TRIES_NAME).exists():
     kept = json.loads((workdir / TRIES_NAME).read_text())["kept"]
     if kept != ".":
       return load(workdir / kept)
