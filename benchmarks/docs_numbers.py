@@ -50,6 +50,7 @@ FAMILIES = {
   "ellipses": "three ellipses",
   "circles_100d": "100-D circles",
   "wobbly_100d": "100-D wobbly curves",
+  "knots_3d": "knotted 3-D curves",
 }
 
 
@@ -62,7 +63,7 @@ def _fit_runs(key: str = "fit_defaults") -> dict[str, list[dict]]:
   runs: dict[str, list[dict]] = {family: [] for family in FAMILIES}
   for run in _load("fit_battery.json")[key].values():
     runs[run["family"]].append(run)
-  return runs
+  return {family: group for family, group in runs.items() if group}
 
 
 def _all_fit_runs(key: str = "fit_defaults") -> list[dict]:
@@ -258,9 +259,9 @@ def fit_rates(key: str = "fit_defaults") -> str:
   )
 
 
-def fit_wobbly_rate(key: str) -> str:
-  """docs/fit-levers.md: one try's rate on the wobbly curves in ``key``."""
-  group = _fit_runs(key)["wobbly_100d"]
+def fit_family_rate(key: str, family: str) -> str:
+  """docs/fit-levers.md: the rate on ``family`` in ``key``."""
+  group = _fit_runs(key)[family]
   called, right, _, _ = _verdict_counts(group)
   learned = sum(r["success"] for r in group)
   return (
@@ -1092,7 +1093,7 @@ RENDERERS = {
   "swiss-verdict-fit": swiss_verdict_fit,
   "fit-battery-table": fit_battery_table,
   "fit-rates": fit_rates,
-  "fit-wobbly-rate": fit_wobbly_rate,
+  "fit-family-rate": fit_family_rate,
   "fit-alternating-retries": fit_alternating_retries,
   "fit-tries": fit_tries,
   "fit-scale-one-rates": fit_scale_one_rates,

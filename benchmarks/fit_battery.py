@@ -4,9 +4,11 @@
 
 Each family makes user-shaped data from a seed: noisy curves in 2-D mapped
 linearly (``U[-1, 1]^{D x 2}``) to ``D`` dimensions, noise 0.01 per
-coordinate, one class per curve. :func:`vaells_jax.fit` gets the points and
-labels only; the true curves, which fit never sees, then score the returned
-model as the experiments are scored
+coordinate, one class per curve. ``knots_3d`` (beyond the battery, not in
+the default ``--families``) maps curves in 3-D: a trefoil knot and a
+circle whose height swings, which no plane holds. :func:`vaells_jax.fit`
+gets the points and labels only; the true curves, which fit never sees,
+then score the returned model as the experiments are scored
 (:func:`vaells_jax.evaluation.synthetic_report.learned_structure`: orbit
 coverage >= 0.9 and decoded prior samples within 15 noise levels), and the
 model's own verdict is read against that. Results go to ``--out`` after every
@@ -73,6 +75,19 @@ def _spiral_arc(t):
   return np.stack([r * np.cos(angle), r * np.sin(angle)], -1)
 
 
+def _trefoil(t):
+  """A closed curve in 3-D that no plane holds: the trefoil knot, ~1 across."""
+  a = 2 * np.pi * t
+  p = [np.sin(a) + 2 * np.sin(2 * a), np.cos(a) - 2 * np.cos(2 * a), -np.sin(3 * a)]
+  return np.stack(p, -1) / 3
+
+
+def _seam(t):
+  """A closed curve in 3-D: a circle of radius 2 whose height swings twice."""
+  a = 2 * np.pi * t
+  return np.stack([2 * np.cos(a), 2 * np.sin(a), 0.8 * np.sin(2 * a)], -1)
+
+
 # family -> (curves, points per class, input dimension, scale, shift)
 FAMILIES = {
   "circles": ([_ring(1.0), _ring(2.0)], (100, 100), 10, 1.0, 0.0),
@@ -88,7 +103,9 @@ FAMILIES = {
   "circles_100d": ([_ring(1.0), _ring(2.0)], (100, 100), 100, 1.0, 0.0),
   "wobbly_100d": ([_ring(1.0, 0.25), _ring(2.0, 0.25)], (120, 120), 100, 1.0, 0.0),
   "arc": ([(_spiral_arc, False)], (200,), 10, 1.0, 0.0),
+  "knots_3d": ([(_trefoil, True), (_seam, True)], (150, 100), 10, 1.0, 0.0),
 }
+BEYOND = ("knots_3d",)  # not in the default --families
 CALIBRATION = ("circles", "arc")  # the verdict's thresholds were set on these
 
 
@@ -110,7 +127,7 @@ def family_data(name: str, seed: int):
   of family ``name``, in the user's units."""
   curves, counts, dim, scale, shift = FAMILIES[name]
   rng = np.random.default_rng(seed)
-  mapping = rng.uniform(-1, 1, (dim, 2))
+  mapping = rng.uniform(-1, 1, (dim, curves[0][0](np.zeros(1)).shape[-1]))
   xs, labels, grid, grid_labels = [], [], [], []
   for c, ((curve, closed), n) in enumerate(zip(curves, counts, strict=True)):
     t = rng.uniform(0, 1, n)
@@ -318,7 +335,9 @@ def _learned(row) -> bool:
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--seeds", default="100-109", help="e.g. 100-109 or 1,2,3")
-  parser.add_argument("--families", default=",".join(FAMILIES))
+  parser.add_argument(
+    "--families", default=",".join(f for f in FAMILIES if f not in BEYOND)
+  )
   parser.add_argument("--anchors", default="spread", help="spread,random,even")
   parser.add_argument("--steps", type=int, default=None, help="num_steps of each fit")
   parser.add_argument("--anchors-per-class", type=int, default=3)
