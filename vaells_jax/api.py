@@ -394,9 +394,9 @@ def load(workdir, kept: bool = True) -> TrainedVAELLS | TrainedBaseline:
   """
   workdir = pathlib.Path(workdir)
   if kept and (workdir / TRIES_NAME).exists():
-    kept = json.loads((workdir / TRIES_NAME).read_text())["kept"]
-    if kept != ".":
-      return load(workdir / kept)
+    folder = json.loads((workdir / TRIES_NAME).read_text())["kept"]
+    if folder != ".":
+      return load(workdir / folder)
   for name in (CONFIG_NAME, DATA_NAME):
     if not (workdir / name).exists():
       raise FileNotFoundError(
