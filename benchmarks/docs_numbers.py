@@ -507,9 +507,15 @@ def fit_speed_fresh(name: str = "fit_speed.json") -> str:
   return f"{min(ratios):.2f}–{max(ratios):.2f}×"
 
 
-def fit_speed_two_tries() -> str:
-  """docs/fit.md: fresh calls of two tries (the circles at latent scale 1)."""
-  return fit_speed_fresh("fit_speed_scale_1.json")
+def fit_time_by_tries() -> str:
+  """docs/fit.md: the battery's wall time a call by its number of tries."""
+  by_tries: dict[int, list[float]] = {}
+  for run in _all_fit_runs():
+    by_tries.setdefault(len(run["try_scores"]), []).append(run["wall_time_s"])
+  return "; ".join(
+    f"{k} {'try' if k == 1 else 'tries'}: {min(t):.0f}–{max(t):.0f} s ({len(t)} calls)"
+    for k, t in sorted(by_tries.items())
+  )
 
 
 def first_command_table() -> str:
@@ -1107,7 +1113,7 @@ RENDERERS = {
   "fit-ellipse-members": fit_ellipse_members,
   "fit-speed-table": fit_speed_table,
   "fit-speed-fresh": fit_speed_fresh,
-  "fit-speed-two-tries": fit_speed_two_tries,
+  "fit-time-by-tries": fit_time_by_tries,
   "first-command-table": first_command_table,
   "eval-time-table": eval_time_table,
   "fit-wobbly-levers": fit_wobbly_levers,
