@@ -126,13 +126,13 @@ def spectral_norm_bound(psi, rounds=_NORM_ROUNDS):
   a = matmul(psi.T, psi)
   scale = jnp.trace(a)
   c = a / jnp.where(scale > 0, scale, 1.0)
-  log_n_trace = jnp.zeros((), a.dtype)  # log tr(c0^n) = log_n_trace + log tr(c)
+  log_n_trace = jnp.zeros((), a.dtype)  # log tr(c0^n): c's own trace is 1
   for _ in range(rounds):
     c = matmul(c, c)
     t = jnp.trace(c)
     c = c / t
     log_n_trace = 2.0 * log_n_trace + jnp.log(t)
-  log_top = (log_n_trace + jnp.log(jnp.trace(c))) / 2.0**rounds
+  log_top = log_n_trace / 2.0**rounds
   return jnp.where(scale > 0, jnp.sqrt(scale * jnp.exp(log_top)), 0.0)
 
 
