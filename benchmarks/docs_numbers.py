@@ -35,6 +35,7 @@ import docs_original
 import docs_synthetic
 import docs_training
 import numpy as np
+import rot_levers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -892,6 +893,11 @@ def swiss_verdict_fit() -> str:
   )
 
 
+def rot_levers_table() -> str:
+  """docs/experiments-rot-mnist.md: the lever study on the paper's split."""
+  return _block(rot_levers.table(_load("rot_mnist_levers.json")["levers"]).split("\n"))
+
+
 def concentric_default_rate() -> str:
   """README, docs: the concentric default's rate over its fresh seeds
   (``seed_rates.py``)."""
@@ -1079,6 +1085,7 @@ def swiss_anchor_table() -> str:
 
 RENDERERS = {
   "rot-full-cpu": rot_full_cpu,
+  "rot-levers-table": rot_levers_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
   "swiss-eight-failures": swiss_eight_failures,

@@ -359,3 +359,40 @@ def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
     ]
   )
   assert code == 2 and not (tmp_path / "w").exists()
+
+
+def test_rot_levers_change_one_setting_each_and_tabulate(tmp_path):
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_levers
+
+  from vaells_jax.config import override
+  from vaells_jax.experiments import rot_mnist
+
+  base = rot_mnist.get_config("cpu")
+  for lever, flags in rot_levers.LEVERS.items():
+    pairs = dict(f.removeprefix("--config.").split("=") for f in flags)
+    changed = override(base, pairs)
+    differ = [k for k in vars(base) if getattr(base, k) != getattr(changed, k)]
+    assert len(differ) == (lever != "base"), (lever, differ)
+    cmd = rot_levers._command(lever, 3, tmp_path / "w", "DATA")
+    assert cmd[2:] == [
+      "--exp=rot_mnist",
+      "--budget=cpu",
+      "--data-dir=DATA",
+      f"--workdir={tmp_path / 'w'}",
+      "--config.seed=3",
+      *flags,
+    ]
+  summary = {k: 1.0 for k in rot_levers.KEYS}
+  for seed, span in ((0, 40.0), (1, 60.0), (2, 50.0)):
+    (tmp_path / f"latent20_s{seed}").mkdir()
+    row = summary | {
+      "rotation_gated_span_degrees": span,
+      "rotation_gated_span_quartiles": [span - 10, span + 10],
+    }
+    (tmp_path / f"latent20_s{seed}" / "summary.json").write_text(json.dumps(row))
+  runs = [("latent20", s) for s in range(3)] + [("base", 0)]  # base: not run
+  levers = rot_levers.collect(runs, tmp_path)
+  assert list(levers) == ["latent20"] and len(levers["latent20"]["seeds"]) == 3
+  (line,) = rot_levers.table(levers).splitlines()[2:]
+  assert "40° (30°–50°); 60° (50°–70°); 50° (40°–60°) | **50°**" in line

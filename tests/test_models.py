@@ -9,6 +9,7 @@ that a shared mistake cannot hide.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import flax.linen as nn
@@ -17,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from vaells_jax.config import Config
 from vaells_jax.models.networks import (
   ConvDecoder,
   ConvEncoder,
@@ -24,6 +26,8 @@ from vaells_jax.models.networks import (
   _conv_transpose,
   torch_conv_transpose_padding,
 )
+from vaells_jax.models.vaells import init_params
+from vaells_jax.training.baseline_step import create_baseline
 
 LATENT = 6
 KERNEL = 4
@@ -245,6 +249,26 @@ def test_parameter_counts_per_layer():
     "convT2": conv64,
     "convT3": 4 * 4 * 64 * 1 + 1,
   }
+
+
+def test_conv_channels_reach_every_conv_network():
+  """``config.conv_channels`` widens the VAELLS and the baselines' conv
+  networks alike (shapes only: traced, not compiled)."""
+  config = Config(network="conv", latent_dim=LATENT, conv_channels=32)
+  params = jax.eval_shape(
+    functools.partial(init_params, config=config, data_dim=784),
+    jax.random.PRNGKey(0),
+    anchors=np.zeros((1, 1, 784)),
+  )
+  assert params["encoder"]["conv2"]["kernel"].shape == (4, 4, 32, 32)
+  assert params["decoder"]["dense"]["kernel"].shape == (LATENT, 32 * 7 * 7)
+  assert params["decoder"]["convT2"]["kernel"].shape == (4, 4, 32, 32)
+  baseline = create_baseline(dataclasses.replace(config, model="vae"), 784)
+  x = jax.ShapeDtypeStruct((2, 784), jnp.float32)
+  enc = jax.eval_shape(baseline.encoder.init, jax.random.PRNGKey(0), x)["params"]
+  assert enc["body"]["conv3"]["kernel"].shape == (4, 4, 32, 32)
+  with pytest.raises(ValueError, match="config.conv_channels must be > 0"):
+    Config(conv_channels=0)
 
 
 def _intermediate_shapes(module, params, x):

@@ -76,6 +76,7 @@ class Config:
   num_ops: int = 4  # M
   network: str = "mlp"  # "mlp" (paper table 2) or "conv" (table 5, 28x28 images)
   hidden: tuple[int, ...] = (512,)  # MLP layer widths
+  conv_channels: int = 64  # the conv networks' channels (table 5: 64)
   num_samples: int = 1  # N_s
   latent_scale: float = 1.0
   psi_init_std: float = 0.01
@@ -360,6 +361,7 @@ GROUPS = {
     "num_ops",
     "network",
     "hidden",
+    "conv_channels",
     "num_samples",
     "latent_scale",
     "psi_init_std",
@@ -420,6 +422,7 @@ _POSITIVE = (
   "max_bad_steps",
   "latent_dim",
   "num_ops",
+  "conv_channels",
   "num_samples",
   "latent_scale",
   "num_pseudo",
@@ -472,6 +475,7 @@ _INT_BOUNDS = {
   "latent_dim": 4096,
   "num_ops": 4096,
   "hidden": 2**16,
+  "conv_channels": 2**12,
   "num_samples": 2**16,
   "psi_lr_decay_start": _INT32,
   "psi_seed": _MAX_SEED,
@@ -571,6 +575,7 @@ ADDED_LATER = {
   "lr_net_cooldown": 0.0,
   "decoder_polish_steps": 0,
   "decoder_polish_lr": 3e-4,
+  "conv_channels": 64,
 }
 
 

@@ -109,12 +109,14 @@ class BaselineEncoder(nn.Module):
     family: ``"gaussian"`` or ``"vmf"``.
     network: ``"mlp"`` or ``"conv"`` (784-pixel images).
     hidden: the MLP's hidden widths (unused by ``"conv"``).
+    channels: the convolutions' channels (unused by ``"mlp"``).
   """
 
   latent_dim: int
   family: str = "gaussian"
   network: str = "mlp"
   hidden: Sequence[int] = (512,)
+  channels: int = Config.conv_channels
 
   @nn.compact
   def __call__(self, x):
@@ -122,7 +124,7 @@ class BaselineEncoder(nn.Module):
     d = self.latent_dim
     out = 2 * d if self.family == "gaussian" else d + 1
     if self.network == "conv":
-      raw = ConvEncoder(out, name="body")(x)
+      raw = ConvEncoder(out, self.channels, name="body")(x)
     else:
       raw = MLPEncoder(out, tuple(self.hidden), name="body")(x)
     if self.family == "gaussian":
@@ -175,6 +177,7 @@ class Baseline(NamedTuple):
     hidden: Sequence[int] = (512,),
     network: str = "mlp",
     zeta1: float = Config.zeta1,
+    conv_channels: int = Config.conv_channels,
   ) -> Baseline:
     """Validates the settings and builds the networks (see :func:`init`)."""
     if model not in BASELINES:
@@ -203,9 +206,12 @@ class Baseline(NamedTuple):
         f"zeta1 (the observation precision) must be a finite number > 0, got {zeta1!r}."
       )
     family = "vmf" if model == "svae" else "gaussian"
-    encoder = BaselineEncoder(latent_dim, family, network, hidden)
+    conv_channels = _positive_int("conv_channels", conv_channels)
+    encoder = BaselineEncoder(latent_dim, family, network, hidden, conv_channels)
     decoder = (
-      ConvDecoder(input_dim) if network == "conv" else MLPDecoder(input_dim, hidden)
+      ConvDecoder(input_dim, conv_channels)
+      if network == "conv"
+      else MLPDecoder(input_dim, hidden)
     )
     return cls(model, encoder, decoder, input_dim, latent_dim, float(zeta1))
 

@@ -127,9 +127,11 @@ class ConvEncoder(nn.Module):
 
   Attributes:
     latent_dim: ``d``, the size of the latent code.
+    channels: the convolutions' channels (paper: 64).
   """
 
   latent_dim: int
+  channels: int = _CHANNELS
 
   @nn.compact
   def __call__(self, x):
@@ -147,9 +149,9 @@ class ConvEncoder(nn.Module):
     _check_last_dim(x, _SIDE * _SIDE, "ConvEncoder")
     lead = x.shape[:-1]
     h = jnp.reshape(x, (-1, _SIDE, _SIDE, 1))
-    h = nn.relu(_conv(_CHANNELS, 2, 1, "conv1")(h))  # 14 x 14
-    h = nn.relu(_conv(_CHANNELS, 2, 1, "conv2")(h))  # 7 x 7
-    h = nn.relu(_conv(_CHANNELS, 1, 0, "conv3")(h))  # 4 x 4
+    h = nn.relu(_conv(self.channels, 2, 1, "conv1")(h))  # 14 x 14
+    h = nn.relu(_conv(self.channels, 2, 1, "conv2")(h))  # 7 x 7
+    h = nn.relu(_conv(self.channels, 1, 0, "conv3")(h))  # 4 x 4
     h = jnp.transpose(h, (0, 3, 1, 2)).reshape(h.shape[0], -1)  # [n, 1024]
     z = nn.Dense(self.latent_dim, name="dense")(h)
     return jnp.reshape(z, lead + (self.latent_dim,))
@@ -166,9 +168,11 @@ class ConvDecoder(nn.Module):
   Attributes:
     data_dim: the flattened image size; must be 784, the architecture fixes
       28 x 28 images. Kept for the ``MLPDecoder`` constructor signature.
+    channels: the first two transposed convolutions' channels (paper: 64).
   """
 
   data_dim: int = _SIDE * _SIDE
+  channels: int = _CHANNELS
 
   def __post_init__(self):
     if self.data_dim != _SIDE * _SIDE:
@@ -194,9 +198,10 @@ class ConvDecoder(nn.Module):
     if z.ndim < 1:
       raise ValueError("ConvDecoder expects inputs [..., d], got a scalar.")
     lead = z.shape[:-1]
-    h = nn.relu(nn.Dense(_CHANNELS * 7 * 7, name="dense")(z))
-    h = jnp.reshape(h, (-1, _CHANNELS, 7, 7)).transpose(0, 2, 3, 1)
-    h = nn.relu(_conv_transpose(_CHANNELS, 1, 1, "convT1")(h))  # 8 x 8
-    h = nn.relu(_conv_transpose(_CHANNELS, 2, 2, "convT2")(h))  # 14 x 14
+    c = self.channels
+    h = nn.relu(nn.Dense(c * 7 * 7, name="dense")(z))
+    h = jnp.reshape(h, (-1, c, 7, 7)).transpose(0, 2, 3, 1)
+    h = nn.relu(_conv_transpose(c, 1, 1, "convT1")(h))  # 8 x 8
+    h = nn.relu(_conv_transpose(c, 2, 2, "convT2")(h))  # 14 x 14
     x = nn.sigmoid(_conv_transpose(1, 2, 1, "convT3")(h))  # 28 x 28
     return jnp.reshape(x, lead + (self.data_dim,))

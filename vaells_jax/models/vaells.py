@@ -103,7 +103,8 @@ def solvers(config: Config) -> StepSolvers:
 
 def _networks(config: Config, data_dim: int):
   if config.network == "conv":
-    return ConvEncoder(config.latent_dim), ConvDecoder(data_dim)
+    c = config.conv_channels
+    return ConvEncoder(config.latent_dim, c), ConvDecoder(data_dim, c)
   return (
     MLPEncoder(config.latent_dim, config.hidden),
     MLPDecoder(data_dim, config.hidden),

@@ -69,6 +69,7 @@ def create_baseline(config: Config, data_dim: int) -> Baseline:
     config.hidden,
     config.network,
     config.baseline_zeta1,
+    config.conv_channels,
   )
 
 
