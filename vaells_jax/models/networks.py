@@ -120,10 +120,10 @@ def _check_last_dim(x, size: int, name: str):
 class ConvEncoder(nn.Module):
   """``f_phi`` of paper table 5: ``[..., 784] -> [..., latent_dim]``.
 
-  Three 4x4 convolutions with 64 channels and ReLU, spatial sizes
-  28 -> 14 -> 7 -> 4 (stride 2 pad 1, stride 2 pad 1, stride 1 pad 0), then a
-  linear map of the 4 * 4 * 64 = 1024 features, flattened in PyTorch's
-  (channel, row, column) order.
+  Three 4x4 convolutions with ``channels`` (64) channels and ReLU, spatial
+  sizes 28 -> 14 -> 7 -> 4 (stride 2 pad 1, stride 2 pad 1, stride 1 pad 0),
+  then a linear map of the 4 * 4 * 64 = 1024 features, flattened in
+  PyTorch's (channel, row, column) order.
 
   Attributes:
     latent_dim: ``d``, the size of the latent code.
@@ -152,7 +152,7 @@ class ConvEncoder(nn.Module):
     h = nn.relu(_conv(self.channels, 2, 1, "conv1")(h))  # 14 x 14
     h = nn.relu(_conv(self.channels, 2, 1, "conv2")(h))  # 7 x 7
     h = nn.relu(_conv(self.channels, 1, 0, "conv3")(h))  # 4 x 4
-    h = jnp.transpose(h, (0, 3, 1, 2)).reshape(h.shape[0], -1)  # [n, 1024]
+    h = jnp.transpose(h, (0, 3, 1, 2)).reshape(h.shape[0], -1)  # [n, 16 * channels]
     z = nn.Dense(self.latent_dim, name="dense")(h)
     return jnp.reshape(z, lead + (self.latent_dim,))
 
