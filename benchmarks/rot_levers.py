@@ -67,6 +67,10 @@ KEYS = (
 )
 
 
+def _workdir(root: pathlib.Path, lever: str, seed: int) -> pathlib.Path:
+  return root / f"{lever}_s{seed}"
+
+
 def _command(lever: str, seed: int, workdir: pathlib.Path, data_dir: str) -> list:
   cmd = [
     sys.executable,
@@ -94,20 +98,21 @@ def _start(cmd: list, log: pathlib.Path, core: int | None) -> subprocess.Popen:
 
 def run_all(runs: list, root: pathlib.Path, data_dir: str, jobs: int) -> None:
   """Runs ``(lever, seed)`` pairs without a summary, ``jobs`` at a time."""
-  todo = [r for r in runs if not (root / f"{r[0]}_s{r[1]}" / "summary.json").exists()]
+  todo = [r for r in runs if not (_workdir(root, *r) / "summary.json").exists()]
   running = {}  # core -> (process, run)
   while todo or running:
     for core in range(jobs):
       if core not in running and todo:
         lever, seed = todo.pop(0)
-        workdir = root / f"{lever}_s{seed}"
-        shorter = root / f"{CONTINUES.get(lever)}_s{seed}"
-        if not workdir.exists() and (shorter / "summary.json").exists():
-          ignore = shutil.ignore_patterns("summary.*", "*.png", ".lock")
-          shutil.copytree(shorter, workdir, ignore=ignore)
+        workdir = _workdir(root, lever, seed)
+        if lever in CONTINUES and not workdir.exists():
+          shorter = _workdir(root, CONTINUES[lever], seed)
+          if (shorter / "summary.json").exists():
+            ignore = shutil.ignore_patterns("summary.*", "*.png", ".lock")
+            shutil.copytree(shorter, workdir, ignore=ignore)
         cmd = _command(lever, seed, workdir, data_dir)
         print(" ".join(cmd[1:]), flush=True)
-        log = root / f"{lever}_s{seed}.log"
+        log = workdir.with_suffix(".log")
         running[core] = (_start(cmd, log, core if jobs > 1 else None), (lever, seed))
     time.sleep(5)
     for core, (proc, (lever, seed)) in list(running.items()):
@@ -115,14 +120,14 @@ def run_all(runs: list, root: pathlib.Path, data_dir: str, jobs: int) -> None:
         del running[core]
         print(f"{lever} seed {seed}: exit {proc.returncode}", flush=True)
         if proc.returncode:
-          raise SystemExit(f"see {root / f'{lever}_s{seed}.log'}")
+          raise SystemExit(f"see {_workdir(root, lever, seed).with_suffix('.log')}")
 
 
 def collect(runs: list, root: pathlib.Path) -> dict:
   """``{lever: {"flags", "seeds": {seed: summary's KEYS}}}`` of finished runs."""
   out = {}
   for lever, seed in runs:
-    path = root / f"{lever}_s{seed}" / "summary.json"
+    path = _workdir(root, lever, seed) / "summary.json"
     if path.exists():
       summary = json.loads(path.read_text())
       entry = out.setdefault(lever, {"flags": list(LEVERS[lever]), "seeds": {}})
@@ -149,7 +154,8 @@ def table(levers: dict) -> str:
       f"{s['rotation_gated_span_quartiles'][1]:g}°)"
       for s in seeds
     )
-    flags = " ".join(f"`{f[9:]}`" for f in entry["flags"]) or "the experiment's"
+    flags = " ".join(f"`{f.removeprefix('--config.')}`" for f in entry["flags"])
+    flags = flags or "the experiment's"
     rows.append(
       f"| {lever} | {flags} | {spans} | **{med('rotation_gated_span_degrees'):g}°** "
       f"| {med('reference_rotation_gated_span_degrees'):g}° "
@@ -160,7 +166,9 @@ def table(levers: dict) -> str:
 
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--levers", default="base,channels32,latent20")
+  parser.add_argument(
+    "--levers", default="base,channels96,latent20,base_long,latent20_long"
+  )
   parser.add_argument("--seeds", default="0-2", type=seed_range)
   parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))
   parser.add_argument("--root", default="runs/rot_levers", type=pathlib.Path)
