@@ -183,6 +183,28 @@ def test_gated_path_grid_steps_by_the_fastest_rotation():
   assert rotation.gated_path_grid(fast, both, cap=3.0)[-1] == pytest.approx(3.0)
 
 
+def test_gated_path_grid_steps_by_the_rotation_that_moves_the_starts():
+  # The starts lie mostly in a plane turned at 0.0012 (amplitude 1); a plane
+  # turned at 0.05 holds a fifth of that (below SPAN_MIN_SHARE of the
+  # largest share) but moves them ~8x faster. Its half turn sets the step:
+  # with the slow plane's step each frame would turn it ~190 degrees.
+  psi = _generator((0.0, 0.0012), (0.0, 0.05))
+  phases = np.random.default_rng(1).uniform(0, 2 * np.pi, (9, 2))
+  starts = np.stack([np.cos(phases), np.sin(phases)], -1).reshape(9, 4)
+  starts = starts * np.repeat([1.0, 0.2], 2)
+  ts = rotation.gated_path_grid(psi, starts, cap=1e6)
+  np.testing.assert_allclose(np.diff(ts), np.pi / 0.05 / 36)
+  assert len(ts) == 2 * rotation.GATED_SIDE_FRAMES + 1
+  # The span still follows the slowest rotation with a large share.
+  assert rotation.path_span(psi, starts, cap=1e6) == pytest.approx(np.pi / 0.0012)
+  # A fast plane with a negligible speed (share 1e-3, 4x the rate) does not.
+  tiny = _generator((0.0, 0.05), (0.0, 0.2))
+  small = starts * np.repeat([1.0, 1e-3 / 0.2], 2)
+  np.testing.assert_allclose(
+    np.diff(rotation.gated_path_grid(tiny, small, 1e6)), np.pi / 0.05 / 36
+  )
+
+
 def test_fit_orbit_operator_recovers_the_generator_of_closed_orbits():
   import scipy.linalg
 
@@ -298,7 +320,7 @@ def test_nat_mnist_comparison_smoke_run(digits, tmp_path, monkeypatch):
 
 
 @pytest.mark.whole_run
-def test_rot_mnist_command_line_smoke(tmp_path):
+def test_rot_mnist_command_line_smoke(tmp_path, monkeypatch):
   workdir = tmp_path / "rot"
   result = subprocess.run(
     [
@@ -339,6 +361,24 @@ def test_rot_mnist_command_line_smoke(tmp_path):
   headline = (workdir / "summary.md").read_text()
   assert "| rotation_gated_span_degrees |" in headline and "HEADLINE" in headline
   assert (workdir / "rotation_fidelity.png").exists()
+
+  # Evaluated again (benchmarks/rot_regrid.py) by the same rules, the run
+  # gives the numbers its evaluation gave; a rerun reads them from --out.
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_regrid
+
+  out = tmp_path / "regrid.json"
+  (row,) = rot_regrid.regrid([workdir], out).values()
+  assert row["new"] == row["old"]
+  assert row["metrics"]["reference_cosine"] == summary["reference_cosine"]
+
+  def evaluated(*args):
+    raise AssertionError("evaluated again")
+
+  monkeypatch.setattr(image_report, "rotation_report", evaluated)
+  assert rot_regrid.regrid([workdir], out)[str(workdir)] == row
+  span = f"{summary['rotation_gated_span_degrees']:g}°"
+  assert f"| rot | {span} (" in rot_regrid.table({str(workdir): row})
 
 
 def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):

@@ -73,7 +73,7 @@ from vaells_jax.evaluation.rotation import (
 )
 from vaells_jax.evaluation.summary_md import write_markdown
 
-__all__ = ["evaluate_and_report"]
+__all__ = ["evaluate_and_report", "rotation_report"]
 
 GRID_INPUTS = 6  # posterior-sample grids
 PATH_FRAMES = 11  # columns of the operator-path figures
@@ -151,14 +151,6 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     path = transport_path(op[None], jnp.ones((1, 1)), starts, ts)
     return np.asarray(decode(jnp.swapaxes(path, 0, 1)))
 
-  def rotation_stats(op):  # matched angles along a half turn each way
-    ts = np.linspace(-1, 1, FIDELITY_FRAMES) * path_span(op, starts, 1000 * b)
-    stats = [
-      rotation_path_stats(ts, matched_angles(f, x_orig[i]))
-      for f, i in zip(decoded_path(op, ts), firsts, strict=True)
-    ]
-    return ts, *(np.asarray([s[k] for s in stats]) for k in range(3))
-
   spans = []
   for m in range(cfg.num_ops):
     # A quarter turn each way for rotated digits; up to 10 b otherwise.
@@ -190,29 +182,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   )
 
   if cfg.input_rotation:
-    # The reference: the operator fitted to the encoder's own rotation orbits.
-    orbits = _chunked(
-      encode,
-      np.asarray(
-        rotated_copies(data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)
-      ).reshape(-1, data.data_dim),
-    ).reshape(-1, REFERENCE_ANGLES, cfg.latent_dim)
-    reference = np.asarray(fit_orbit_operator(orbits), np.float64)
-    learned = np.asarray(psi[m], np.float64)
-    metrics.update(
-      _gated_rotation(trained, encode, decode, (psi[m], reference), k_cons, workdir)
-    )
-    metrics["reference_cosine"] = float(
-      abs(np.sum(learned * reference))
-      / np.linalg.norm(learned)
-      / np.linalg.norm(reference)
-    )
-    _, _, rises, rhos = rotation_stats(psi[m])
-    metrics.update(
-      ungated_rotation_rise_degrees=float(np.median(rises)),
-      ungated_rotation_rise_degrees_best=float(rises.max()),
-      ungated_rotation_spearman=float(np.nanmedian(rhos)),
-    )
+    metrics.update(rotation_report(trained, workdir))
   elif len(firsts) > 1:
     classifier = _digit_classifier(data, jax.random.split(k_cons)[0])
     metrics.update(_class_consistency(trained, data, k_cons, classifier))
@@ -236,6 +206,58 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   )
   metrics["operator_magnitudes"] = magnitudes.tolist()
   write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def rotation_report(trained, workdir) -> dict:
+  """The rotated-digit metrics of a trained VAELLS run (module docstring):
+  the gated span of its strongest operator and of the reference operator,
+  ``reference_cosine`` and the ungated rise; writes
+  ``rotation_fidelity.png`` into ``workdir``. Deterministic in the run's
+  seed, so a finished run can be evaluated again (``rot_regrid.py``)."""
+  data, cfg, model = trained.data, trained.config, trained._model
+  params, psi = trained.params, np.asarray(trained.psi)
+  k_cons = jax.random.split(jax.random.PRNGKey(cfg.seed + 2), 4)[3]
+  x_orig = np.asarray(data.x_test, np.float32)
+  labels = np.asarray(data.labels_test)
+  encode = jax.jit(lambda x: model.encode(params, x))
+  decode = jax.jit(lambda w: model.decode(params, w))
+  m = int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))
+  b = 1.0 / cfg.zeta3
+
+  # The reference: the operator fitted to the encoder's own rotation orbits.
+  orbits = _chunked(
+    encode,
+    np.asarray(
+      rotated_copies(data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)
+    ).reshape(-1, data.data_dim),
+  ).reshape(-1, REFERENCE_ANGLES, cfg.latent_dim)
+  reference = np.asarray(fit_orbit_operator(orbits), np.float64)
+  learned = np.asarray(psi[m], np.float64)
+  metrics = _gated_rotation(
+    trained, encode, decode, (psi[m], reference), k_cons, pathlib.Path(workdir)
+  )
+  metrics["reference_cosine"] = float(
+    abs(np.sum(learned * reference))
+    / np.linalg.norm(learned)
+    / np.linalg.norm(reference)
+  )
+
+  # The ungated rise: matched angles along a half turn each way of one
+  # upright test digit per class.
+  firsts = np.asarray([np.flatnonzero(labels == c)[0] for c in np.unique(labels)])
+  starts = _chunked(encode, x_orig[firsts])
+  ts = np.linspace(-1, 1, FIDELITY_FRAMES) * path_span(psi[m], starts, 1000 * b)
+  stats = [
+    rotation_path_stats(ts, matched_angles(f, x_orig[i]))
+    for f, i in zip(_decoded_paths(decode, psi[m], starts, ts), firsts, strict=True)
+  ]
+  rises, rhos = np.asarray([s[1] for s in stats]), np.asarray([s[2] for s in stats])
+  metrics.update(
+    ungated_rotation_rise_degrees=float(np.median(rises)),
+    ungated_rotation_rise_degrees_best=float(rises.max()),
+    ungated_rotation_spearman=float(np.nanmedian(rhos)),
+  )
   return metrics
 
 

@@ -166,8 +166,17 @@ def _longest_rise(steps) -> float:
 
 def _turning_rates(psi_m, starts) -> tuple[float, float]:
   """``(slowest, fastest)`` rotation rate of ``psi_m`` that moves the
-  ``starts`` appreciably (:func:`path_span`); without oscillating
-  eigenvalues both are the largest ``|lambda|``."""
+  ``starts`` appreciably; without oscillating eigenvalues both are the
+  largest ``|lambda|``.
+
+  The slowest is the smallest ``|Im lambda|`` whose component of the starts
+  (its *share*) is at least ``SPAN_MIN_SHARE`` of the largest share
+  (:func:`path_span`); the fastest is the largest ``|Im lambda|`` whose
+  *speed*, share times ``|Im lambda|`` (how fast that rotation moves the
+  starts), is at least ``SPAN_MIN_SHARE`` of the largest speed. By speed,
+  a plane the starts lie mostly in but that turns a hundred times slower
+  does not hide the rotation that moves them (:func:`gated_path_grid`).
+  """
   lam, vecs = np.linalg.eig(np.asarray(psi_m, np.float64))
   parts = np.linalg.solve(vecs, np.asarray(starts, np.float64).T)  # [d, R]
   share = np.median(np.abs(parts), axis=1)
@@ -175,9 +184,12 @@ def _turning_rates(psi_m, starts) -> tuple[float, float]:
   if not turning.any():
     rho = np.abs(lam).max()
     return rho, rho
+  rate = np.abs(lam.imag)
   share = np.where(turning, share, 0.0)
-  rates = np.abs(lam.imag)[share >= SPAN_MIN_SHARE * share.max()]
-  return rates.min(), rates.max()
+  speed = share * rate
+  slowest = rate[share >= SPAN_MIN_SHARE * share.max()].min()
+  fastest = rate[speed >= SPAN_MIN_SHARE * speed.max()].max()
+  return slowest, fastest
 
 
 def path_span(psi_m, starts, cap: float) -> float:
@@ -208,8 +220,9 @@ def gated_path_grid(psi_m, starts, cap: float) -> np.ndarray:
 
   The frames cover :func:`path_span` each way, at most
   ``GATED_SIDE_FRAMES`` frames a side, ``pi / (FRAME_DIVISIONS rho_max)``
-  apart (a half turn of the fastest appreciable rotation ``rho_max`` in
-  ``FRAME_DIVISIONS`` frames), so that a digit turned by any of the
+  apart (a half turn in ``FRAME_DIVISIONS`` frames of ``rho_max``, the
+  fastest rotation that moves the starts appreciably, :func:`_turning_rates`),
+  so that a digit turned by any of the
   operator's rotations moves by a few degrees from frame to frame and the
   ``MAX_FRAME_STEP`` rule stops only at real jumps. Where the fastest
   rotation is the slowest (``rho_max = rho_min``) that is ``FRAME_DIVISIONS``
