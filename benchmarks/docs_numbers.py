@@ -36,6 +36,7 @@ import docs_synthetic
 import docs_training
 import numpy as np
 import rot_levers
+import rot_regrid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -898,6 +899,12 @@ def rot_levers_table() -> str:
   return _block(rot_levers.table(_load("rot_mnist_levers.json")["levers"]).split("\n"))
 
 
+def rot_regrid_table() -> str:
+  """docs/experiments-rot-mnist.md: finished runs by the frame grid's share
+  rule and its speed rule (``rot_regrid.py``)."""
+  return _block(rot_regrid.table(_load("rot_mnist_regrid.json")["runs"]).split("\n"))
+
+
 def concentric_default_rate() -> str:
   """README, docs: the concentric default's rate over its fresh seeds
   (``seed_rates.py``)."""
@@ -1086,6 +1093,7 @@ def swiss_anchor_table() -> str:
 RENDERERS = {
   "rot-full-cpu": rot_full_cpu,
   "rot-levers-table": rot_levers_table,
+  "rot-regrid-table": rot_regrid_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
   "swiss-eight-failures": swiss_eight_failures,

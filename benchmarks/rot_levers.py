@@ -1,8 +1,7 @@
 """What moves rotated MNIST's gated span: one lever at a time, over seeds.
 
-``python benchmarks/rot_levers.py
---levers=base,channels96,latent20,base_long,latent20_long --seeds=0-2
---jobs=2 --out=docs/results/rot_mnist_levers.json``
+``python benchmarks/rot_levers.py --seeds=0-2 --jobs=2
+--out=docs/results/rot_mnist_levers.json`` (the default ``--levers``)
 
 Each run is the README's rotated-MNIST command at the CPU budget on the
 paper's split of ``--data-dir`` (default ``../shared/data/mnist-full``: all
@@ -62,6 +61,7 @@ KEYS = (
   "rotation_class_gate_only_span_degrees",
   "mse",
   "psi_rejected_steps",
+  "psi_attempted_steps",
   "train_time_s",
   "wall_time_s",
 )
@@ -139,8 +139,8 @@ def table(levers: dict) -> str:
   """Markdown: per lever each seed's gated span and the median over seeds."""
   rows = [
     "| lever | config | gated span per seed (median, quartiles) | median over seeds "
-    "| reference operator's span | \\|cos\\| with it | MSE |",
-    "|---|---|---|---|---|---|---|",
+    "| reference operator's span | \\|cos\\| with it | MSE | `Psi` steps rejected |",
+    "|---|---|---|---|---|---|---|---|",
   ]
   for lever, entry in levers.items():
     seeds = entry["seeds"].values()
@@ -159,7 +159,8 @@ def table(levers: dict) -> str:
     rows.append(
       f"| {lever} | {flags} | {spans} | **{med('rotation_gated_span_degrees'):g}°** "
       f"| {med('reference_rotation_gated_span_degrees'):g}° "
-      f"| {med('reference_cosine'):.3f} | {med('mse'):.4f} |"
+      f"| {med('reference_cosine'):.3f} | {med('mse'):.4f} "
+      f"| {med('psi_rejected_steps'):g} of {med('psi_attempted_steps'):g} |"
     )
   return "\n".join(rows)
 
@@ -167,7 +168,9 @@ def table(levers: dict) -> str:
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument(
-    "--levers", default="base,channels96,latent20,base_long,latent20_long"
+    "--levers",
+    default="base,channels96,latent20,base_long,latent20_long,all_anchors,anchors5,"
+    "prior_weight",
   )
   parser.add_argument("--seeds", default="0-2", type=seed_range)
   parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))

@@ -83,19 +83,23 @@ def _span(row: dict, prefix: str = "rotation_") -> str:
 
 
 def table(runs: dict) -> str:
-  """Markdown: each run's gated span and its reference operator's, old and new."""
+  """Markdown: the runs whose numbers changed, old and new, then the others."""
+  ref = "reference_rotation_gated_span_degrees"
   rows = [
     "| run | gated span, median (quartiles): share rule → speed rule "
     "| reference operator's span |",
     "|---|---|---|",
   ]
+  same = [pathlib.Path(f).name for f, row in runs.items() if row["old"] == row["new"]]
   for folder, row in runs.items():
     old, new = row["old"], row["new"]
-    ref = "reference_rotation_gated_span_degrees"
-    rows.append(
-      f"| {pathlib.Path(folder).name} | {_span(old)} → **{_span(new)}** "
-      f"| {old[ref]:g}° → {new[ref]:g}° |"
-    )
+    if old != new:
+      rows.append(
+        f"| {pathlib.Path(folder).name} | {_span(old)} → **{_span(new)}** "
+        f"| {old[ref]:g}° → {new[ref]:g}° |"
+      )
+  if same:
+    rows.append(f"| the other {len(same)}: {', '.join(same)} | unchanged | unchanged |")
   return "\n".join(rows)
 
 

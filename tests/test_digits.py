@@ -377,8 +377,9 @@ def test_rot_mnist_command_line_smoke(tmp_path, monkeypatch):
 
   monkeypatch.setattr(image_report, "rotation_report", evaluated)
   assert rot_regrid.regrid([workdir], out)[str(workdir)] == row
-  span = f"{summary['rotation_gated_span_degrees']:g}°"
-  assert f"| rot | {span} (" in rot_regrid.table({str(workdir): row})
+  assert "| the other 1: rot | unchanged |" in rot_regrid.table({str(workdir): row})
+  moved = row | {"new": row["new"] | {"rotation_gated_span_degrees": 400.0}}
+  assert "→ **400° (" in rot_regrid.table({str(workdir): moved})
 
 
 def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
