@@ -187,7 +187,7 @@ def test_gated_path_grid_steps_by_the_rotation_that_moves_the_starts():
   # The starts lie mostly in a plane turned at 0.0012 (amplitude 1); a plane
   # turned at 0.05 holds a fifth of that (below SPAN_MIN_SHARE of the
   # largest share) but moves them ~8x faster. Its half turn sets the step:
-  # with the slow plane's step each frame would turn it ~190 degrees.
+  # with the slow plane's step each frame would turn it ~210 degrees.
   psi = _generator((0.0, 0.0012), (0.0, 0.05))
   phases = np.random.default_rng(1).uniform(0, 2 * np.pi, (9, 2))
   starts = np.stack([np.cos(phases), np.sin(phases)], -1).reshape(9, 4)

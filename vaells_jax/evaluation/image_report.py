@@ -13,10 +13,10 @@ Metrics (paper section 5, appendix D; SPEC section 6):
   moved along the path ``expm(t psi) f(x)`` of the strongest operator
   (``|t|`` up to ``pi / rho``, a half turn each way of the slowest rotation
   of the operator that moves the digits, :func:`path_span`; frames a
-  thirty-sixth of a half turn of its fastest rotation apart,
-  :func:`gated_path_grid`); each frame is matched to rotated copies of the
-  decoded start frame, and the two-sided span of monotonic rotation from
-  ``t = 0`` lasts while the best correlation stays at least
+  thirty-sixth of a half turn of its fastest rotation by how fast it moves
+  the digits' codes apart, :func:`gated_path_grid`); each frame is matched
+  to rotated copies of the decoded start frame, and the two-sided span of
+  monotonic rotation from ``t = 0`` lasts while the best correlation stays at least
   ``rotation_gate_level`` (the ``GATE_PERCENTILE``-th percentile of the same
   correlation for the autoencoder's reconstructions of truly rotated
   digits) and a digit classifier trained in the run on the upright training

@@ -49,7 +49,7 @@ __all__ = [
 # another angle, not a rotation (60 let a barely trained operator "rise" over
 # 100 degrees by chance jumps).
 MAX_FRAME_STEP = 30.0
-SPAN_MIN_SHARE = 0.25  # see path_span
+SPAN_MIN_SHARE = 0.25  # see _turning_rates
 FRAME_DIVISIONS = 36  # frames per half turn of the fastest rotation (gated_path_grid)
 GATED_SIDE_FRAMES = 180  # most frames each side of t = 0 (gated_path_grid)
 # The correlation gate is this percentile of the best correlations the
