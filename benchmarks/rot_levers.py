@@ -85,14 +85,19 @@ def _command(lever: str, seed: int, workdir: pathlib.Path, data_dir: str) -> lis
   return cmd + ["--resume"] * (workdir / "config.json").exists()
 
 
+def one_thread_flags(env) -> str:
+  """``env``'s ``XLA_FLAGS`` with one XLA thread (as ``--jobs=2`` runs)."""
+  return (
+    env.get("XLA_FLAGS", "")
+    + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+  )
+
+
 def _start(cmd: list, log: pathlib.Path, core: int | None) -> subprocess.Popen:
   env = dict(os.environ)
   if core is not None:
     cmd = ["taskset", "-c", str(core), *cmd]
-    env["XLA_FLAGS"] = (
-      env.get("XLA_FLAGS", "")
-      + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    )
+    env["XLA_FLAGS"] = one_thread_flags(env)
   return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 

@@ -28,6 +28,8 @@ import json
 import os
 import pathlib
 
+import rot_levers
+
 SHOWN = (  # the numbers tabulated old and new
   "rotation_gated_span_degrees",
   "rotation_gated_span_quartiles",
@@ -111,10 +113,7 @@ def main(argv=None) -> dict:
   args = parser.parse_args(argv)
   if args.one_thread:  # before jax starts
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
-    os.environ["XLA_FLAGS"] = (
-      os.environ.get("XLA_FLAGS", "")
-      + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    )
+    os.environ["XLA_FLAGS"] = rot_levers.one_thread_flags(os.environ)
   return regrid(args.folders, args.out)
 
 

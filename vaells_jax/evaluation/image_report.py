@@ -147,10 +147,6 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   starts = codes[firsts] if not cfg.input_rotation else _chunked(encode, x_orig[firsts])
   b = 1.0 / cfg.zeta3
 
-  def decoded_path(op, ts):  # [R, T, 784]: the starts moved along op [d, d]
-    path = transport_path(op[None], jnp.ones((1, 1)), starts, ts)
-    return np.asarray(decode(jnp.swapaxes(path, 0, 1)))
-
   spans = []
   for m in range(cfg.num_ops):
     # A quarter turn each way for rotated digits; up to 10 b otherwise.
@@ -163,7 +159,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     ts = np.linspace(-span, span, PATH_FRAMES)
     image_plots.plot_operator_paths(
       workdir / f"operator_path_{m}.png",
-      decoded_path(psi[m], ts),
+      _decoded_paths(decode, psi[m], starts, ts),
       ts,
       f"operator {m} (|psi|_F = {magnitudes[m]:.3g})",
     )
