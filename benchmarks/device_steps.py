@@ -16,9 +16,10 @@ Times, on whatever device jax starts on (a GPU when there is one):
   trained state) in chunks of ``--ll-chunk`` points, stopped after
   ``--ll-seconds`` with the time the whole would take.
 
-``--tiny`` is the default suite's CPU check (batch of 4, one repeat, the
-synthetic experiments, a few likelihood points). ``device_steps.sh`` runs this
-on a device machine in its variants.
+``--method`` replaces each experiment's solver (e.g. ``gauss_newton_fused``
+for the synthetic ones). ``--tiny`` is the default suite's CPU check (batch
+of 4, one repeat, the synthetic experiments, a few likelihood points).
+``device_steps.sh`` runs this on a device machine in its variants.
 
 Usage::
 
@@ -254,6 +255,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--experiments", default=None, help="default: all four")
   parser.add_argument("--population", default=",".join(SYNTHETIC))
   parser.add_argument("--repeats", type=int, default=10)
+  parser.add_argument("--method", default=None, help="the solver, for every step")
   parser.add_argument("--states", default=None, help="folder of trained states")
   parser.add_argument("--make-states", default=None, help="write them here, exit")
   parser.add_argument("--nat-run", default=None, help="a nat_mnist workdir")
@@ -274,6 +276,8 @@ def main(argv=None) -> dict:
   overrides, repeats = {}, args.repeats
   if args.tiny:
     overrides, repeats = {"batch_size": 4}, 1
+  if args.method:
+    overrides["inference_method"] = args.method
     args.experiments = args.experiments or ",".join(SYNTHETIC)
     args.ll_points, args.ll_samples, args.ll_chunk = min(args.ll_points, 4), 2, 2
   args.experiments = args.experiments or ",".join(EXPERIMENTS)

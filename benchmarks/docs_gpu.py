@@ -4,7 +4,8 @@ The renderers of :mod:`docs_numbers` for ``device_h200.json``: the output of
 ``benchmarks/device_steps.sh`` on the device machine (keys ``device``,
 ``device_graphs``, ``device_cpu_paths``, ``host_cpu``), of
 ``device_profile.py --ab --trace`` there (``profile``) and of
-``device_steps.py`` on this 2-core CPU (``this_cpu``). Names taking
+``device_steps.py`` on this 2-core CPU (``this_cpu``); and of
+``gpu_census.py`` (``gpu_census.json``). Names taking
 arguments are written ``gen:NAME:ARG:ARG`` in a page.
 """
 
@@ -235,7 +236,23 @@ def gpu_process_spread() -> str:
   return _pct(max(spreads))
 
 
+def gpu_census_table() -> str:
+  """docs/benchmarks-gpu.md: loops and conditionals of each step lowered
+  for CUDA (gpu_census.py; counted on a CPU)."""
+  rows = [
+    "| experiment | solver | `while` loops | conditionals on data | Triton kernels |",
+    "|---|---|---|---|---|",
+  ]
+  for r in _load("gpu_census.json")["steps"]:
+    rows.append(
+      f"| {r['experiment']} | `{r['inference_method']}` | {r['while']} | "
+      f"{r['conditional']} | {r['triton']} |"
+    )
+  return _block(rows)
+
+
 RENDERERS = {
+  "gpu-census-table": gpu_census_table,
   "gpu-step-table": gpu_step_table,
   "gpu-variant-table": gpu_variant_table,
   "gpu-population": gpu_population,

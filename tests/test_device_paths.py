@@ -1,8 +1,8 @@
 """The GPU/TPU paths (``backend.per_platform``'s other branch: no
 conditional as a fusion barrier or around a squaring, one call instead of
 chunks, larger exact blocks, no SVD) compute what the CPU paths compute, checked on
-the CPU by forcing that branch; and the device script's CPU part runs at a
-tiny size."""
+the CPU by forcing that branch; the device script's CPU part runs at a
+tiny size; and the census of a step lowered for a GPU (gpu_census.py)."""
 
 import device_steps
 import jax
@@ -96,19 +96,22 @@ def test_device_paths_solve_as_the_cpu_paths(monkeypatch, method, num_ops, dim):
   assert np.mean(device.converged != cpu.converged) <= 0.01
 
 
-def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path):
+@pytest.mark.parametrize("method", ["", "gauss_newton_fused"])
+def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path, method):
   result = device_steps.main(
     [
       "--tiny",
       "--experiments=concentric",
       "--population=concentric",
       "--ll-points=0",
+      f"--method={method}",
       "--json",
       str(tmp_path / "r"),
     ]
   )
   (row,) = result["steps"]
   assert row["experiment"] == "concentric" and row["initial"]["min_s"] > 0
+  assert row["inference_method"] == (method or "gauss_newton")
   assert row["census"]["fusion"] > 0
   (pop,) = result["population"]
   assert pop["members"] == 8 and pop["population"]["min_s"] > 0
@@ -117,3 +120,18 @@ def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path):
   assert device_steps.load_state(saved, {"a": np.zeros(3)})["a"].tolist() == [0, 1, 2]
   with pytest.raises(ValueError, match="not a state of this configuration"):
     device_steps.load_state(saved, {"a": np.zeros(4)})
+
+
+def test_gpu_census_the_fused_solve_leaves_no_loop():
+  # The concentric step lowered for CUDA: gauss_newton's blocked loops are
+  # while loops (a host round trip an iteration on a GPU); the fused
+  # solver's step has none, its solves Triton kernels.
+  import gpu_census
+
+  tiny = {"batch_size": 4}
+  blocked = gpu_census.lowered_census("concentric", None, None, tiny)
+  fused = gpu_census.lowered_census("concentric", None, "gauss_newton_fused", tiny)
+  assert blocked["inference_method"] == "gauss_newton"
+  assert blocked["while"] >= 1 and blocked["triton"] == 0
+  assert fused["while"] == 0 and fused["triton"] >= 1
+  assert fused["conditional"] == blocked["conditional"] <= 3

@@ -159,7 +159,8 @@ class Config:
   # for latent_dim = 2, "exact" (a grid of the one coefficient, then Newton)
   # for num_ops = 1, "pgd" (proximal gradient with a step per pair) otherwise.
   # Also "fista" (jaxopt proximal gradient, the specification's solver) and
-  # "lm" (Levenberg-Marquardt on the smoothed objective, then a polish).
+  # "lm" (Levenberg-Marquardt on the smoothed objective, then a polish), and
+  # "gauss_newton_fused" (gauss_newton as one Pallas kernel, for a GPU).
   inference_method: str = "auto"
 
   # -- population: members trained side by side, the best kept ----------------

@@ -33,6 +33,10 @@ these solvers (``method``):
   orthants (:mod:`vaells_jax.core.solvers.gauss_newton`), the Jacobian of the closed
   form and a ``2 x 2`` system per step, so it follows the valley of ``M > d``
   problems in tens of iterations where proximal gradient needs hundreds.
+* ``"gauss_newton_fused"`` (``d = 2`` only): the same iterations as one
+  Pallas kernel (:mod:`vaells_jax.core.solvers.gauss_newton_fused`), for a
+  GPU: a solve is one launch, its loop on the device; on a CPU it runs in
+  Pallas's interpret mode (slow: for tests).
 * ``"exact"`` (one operator, ``M = 1``, only): the global minimum over a
   dense grid of the single coefficient, refined by safeguarded Newton
   (:mod:`vaells_jax.core.solvers.exact`); deterministic, so ``key``, ``num_restarts``
@@ -246,17 +250,18 @@ def infer_coefficients(
       different start ranges can share one solve).
     max_iter: maximum iterations per start: proximal-gradient iterations
       for ``"fista"`` and ``"pgd"``, Gauss-Newton steps for
-      ``"gauss_newton"``, Levenberg-Marquardt iterations for
+      the Gauss-Newton solvers, Levenberg-Marquardt iterations for
       ``"lm"`` (which then adds 10 proximal-gradient ones), refinement steps
       per grid candidate for ``"exact"``; ``None`` for
       ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance on the proximal-gradient mapping norm (for
       ``"lm"`` also on the smoothed objective's gradient norm; for
-      ``"gauss_newton"`` on the minimum-norm subgradient of the objective).
+      the Gauss-Newton solvers on the minimum-norm subgradient of the
+      objective).
     method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, for ``d = 2``
-      ``"gauss_newton"`` or, for ``M = 1``, ``"exact"`` (module docstring;
-      ``ValueError`` for ``"exact"`` with ``M > 1`` or ``"gauss_newton"``
-      with ``d != 2``).
+      ``"gauss_newton"`` or ``"gauss_newton_fused"``, or, for ``M = 1``,
+      ``"exact"`` (module docstring; ``ValueError`` for ``"exact"`` with
+      ``M > 1`` or the Gauss-Newton solvers with ``d != 2``).
 
   Returns:
     An :class:`InferenceResult` with ``coeffs [..., M]`` and ``objective``,
@@ -374,8 +379,9 @@ class Solver:
   calling it solves a batch of pairs with these settings.
 
   Attributes:
-    method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, ``"gauss_newton"`` (``d = 2``)
-      or ``"exact"`` (``M = 1``; see :func:`infer_coefficients`).
+    method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, ``"gauss_newton"``
+      or ``"gauss_newton_fused"`` (``d = 2``) or ``"exact"`` (``M = 1``; see
+      :func:`infer_coefficients`).
     max_iter: iterations per start; ``None`` for ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance.
     num_restarts: random starts per pair.

@@ -22,7 +22,8 @@ first use.
 The modules: ``columns`` (the blocked loop the per-pair solvers share: pairs
 on the minor axis, chunks, compaction of the last running pairs), ``pairs``
 (the pairwise objective and its gradient, closed form for ``d = 2``),
-``pgd``, ``gauss_newton``, ``exact``, ``jaxopt_solvers`` (``fista``, ``lm``;
+``pgd``, ``gauss_newton``, ``gauss_newton_fused`` (the same iterations as
+one Pallas kernel, for a GPU), ``exact``, ``jaxopt_solvers`` (``fista``, ``lm``;
 the one module that imports jaxopt).
 """
 
@@ -74,6 +75,12 @@ SOLVERS = {
   "pgd": SolverEntry("pgd:solve_pgd", 100),
   "gauss_newton": SolverEntry(
     "gauss_newton:solve_gauss_newton", 100, only_dim=2, instead='"pgd" or "fista"'
+  ),
+  "gauss_newton_fused": SolverEntry(
+    "gauss_newton_fused:solve_gauss_newton_fused",
+    100,
+    only_dim=2,
+    instead='"pgd" or "fista"',
   ),
   "exact": SolverEntry(
     "exact:solve_exact", 20, takes_starts=False, only_ops=1, instead='"fista" or "lm"'
