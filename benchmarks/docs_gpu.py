@@ -240,19 +240,39 @@ def gpu_census_table() -> str:
   """docs/benchmarks-gpu.md: loops and conditionals of each step lowered
   for CUDA (gpu_census.py; counted on a CPU)."""
   rows = [
-    "| experiment | solver | `while` loops | conditionals on data | Triton kernels |",
-    "|---|---|---|---|---|",
+    "| experiment | solver | `while` loops | of them on data | conditionals on data "
+    "| Triton kernels |",
+    "|---|---|---|---|---|---|",
   ]
   for r in _load("gpu_census.json")["steps"]:
     rows.append(
       f"| {r['experiment']} | `{r['inference_method']}` | {r['while']} | "
-      f"{r['conditional']} | {r['triton']} |"
+      f"{r['while_on_data']} | {r['conditional']} | {r['triton']} |"
     )
+  return _block(rows)
+
+
+def gpu_solve_iterations() -> str:
+  """docs/benchmarks-gpu.md: the iterations of each step's blocked solves on
+  this CPU (gpu_census.py --iterations)."""
+  rows = [
+    "| experiment | solver | state | pairs | iterations: largest / median "
+    "| of `max_iter` |",
+    "|---|---|---|---|---|---|",
+  ]
+  for r in _load("gpu_census.json")["iterations"]:
+    for solve in r["solves"]:
+      rows.append(
+        f"| {r['experiment']} | `{r['inference_method']}` | {r['state']} | "
+        f"{solve['pairs']} | {solve['max']} / {solve['median']:g} | "
+        f"{r['max_iter']} |"
+      )
   return _block(rows)
 
 
 RENDERERS = {
   "gpu-census-table": gpu_census_table,
+  "gpu-solve-iterations": gpu_solve_iterations,
   "gpu-step-table": gpu_step_table,
   "gpu-variant-table": gpu_variant_table,
   "gpu-population": gpu_population,

@@ -4,6 +4,8 @@ chunks, larger exact blocks, no SVD) compute what the CPU paths compute, checked
 the CPU by forcing that branch; the device script's CPU part runs at a
 tiny size; and the census of a step lowered for a GPU (gpu_census.py)."""
 
+from typing import NamedTuple
+
 import device_steps
 import jax
 import jax.numpy as jnp
@@ -58,6 +60,43 @@ def test_device_norm_bound_is_the_spectral_norm():
     got, want = float(bound(m.astype(np.float32))), np.linalg.norm(m, ord=2)
     assert want * (1 - 1e-6) <= got <= want * (1 + 1e-5), (m.shape, got, want)
   assert float(bound(np.zeros((3, 3), np.float32))) == 0.0
+
+
+class _Root(NamedTuple):
+  x: jax.Array
+  done: jax.Array
+  num_iter: jax.Array
+
+
+def _newton_sqrt(i, state, target):
+  """One Newton step towards sqrt(target) per pair; a pair stops once its
+  step is below 1e-6 (elementwise: no rounding depends on the array)."""
+  new = 0.5 * (state.x + target / state.x)
+  active = ~state.done
+  return _Root(
+    x=jnp.where(active, new, state.x),
+    done=state.done | (jnp.abs(new - state.x) <= 1e-6),
+    num_iter=state.num_iter + active,
+  )
+
+
+def test_counted_blocks_give_the_checked_results(monkeypatch):
+  # Pairs stopping from 3 to beyond max_iter iterations: the counted loop
+  # (a device's) runs all 40, the checked loop (a CPU's) ends at the last
+  # pair, gathering the running ones; every pair's result is the same.
+  target = jnp.asarray(np.geomspace(1e-3, 1e30, 600), jnp.float32)
+  state = _Root(jnp.ones_like(target), jnp.zeros(600, bool), jnp.zeros(600, jnp.int32))
+
+  def solve():
+    return jax.jit(
+      lambda s, t: columns.run_blocks(_newton_sqrt, s, 40, 5, (t,), counted=True)
+    )(state, target)
+
+  cpu, device = _both_paths(monkeypatch, solve)
+  assert 3 <= int(cpu.num_iter.min()) and int(cpu.num_iter.max()) == 40
+  assert not bool(cpu.done.all())  # some pairs need more than 40
+  for a, b in zip(cpu, device, strict=True):
+    np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize(

@@ -66,9 +66,15 @@ def pick(rows, choice):
   return result
 
 
-def run_blocks(iterate, state, max_iter: int, block: int, pairs):
+def run_blocks(iterate, state, max_iter: int, block: int, pairs, *, counted=False):
   """``state = iterate(i, state, *pairs)`` until ``max_iter`` iterations or
   every pair has stopped (``state.done``), checked every ``block`` iterations.
+
+  ``counted``: in a program for a GPU or TPU, run all ``max_iter``
+  iterations instead, a loop of known trip count (its condition is not read
+  on the host every block, and no pairs are gathered). For a solver whose
+  pairs run to ``max_iter`` anyway; the results are the same, since a
+  stopped pair no longer changes.
 
   Blocks are a ``fori_loop`` (whose counter ``vmap`` leaves unbatched, so
   :func:`materialize`'s conditional stays one) inside a ``while_loop``; a
@@ -120,7 +126,19 @@ def run_blocks(iterate, state, max_iter: int, block: int, pairs):
       lambda a, b: a.at[..., order].set(b), state, rest
     )
 
-  return run(0, state, pairs, compacted_sizes(state.done.shape[-1]))[1]
+  def checked(state, pairs):
+    return run(0, state, pairs, compacted_sizes(state.done.shape[-1]))[1]
+
+  def all_iterations(state, pairs):
+    def body(i, state):
+      new = iterate(i, state, *pairs)
+      return new._replace(done=state.done | new.done)
+
+    return jax.lax.fori_loop(0, max_iter, body, state)
+
+  if not counted:
+    return checked(state, pairs)
+  return backend.per_platform(checked, all_iterations, state, pairs)
 
 
 def compacted_sizes(num_pairs: int) -> list:

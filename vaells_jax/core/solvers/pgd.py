@@ -27,7 +27,11 @@ grad f(y))``, ``s`` in ``(2, 1, 1/2, 1/4)``, evaluated together:
 * a pair stops (its state frozen) once a taken step has a proximal-gradient
   mapping ``||x+ - y|| / (s t)`` at most ``tol``; the loop ends when every
   pair has stopped (checked every :data:`_BLOCK` iterations) or after
-  ``max_iter`` iterations;
+  ``max_iter`` iterations. On a GPU or TPU it runs all ``max_iter``, a loop
+  of known trip count (``run_blocks``'s ``counted``): at the training
+  steps' tolerance a step's pairs run to ``max_iter`` anyway
+  (``benchmarks/gpu_census.py --iterations``), and a GPU then reads no
+  loop condition on the host;
 * for ``d > 2``, :data:`_POLISH` Levenberg-Marquardt steps from the best
   iterate then close what accelerated gradient leaves along ill-conditioned
   directions (:func:`_polish`); each is taken only where ``F`` falls.
@@ -237,6 +241,7 @@ def _solve_chunk(coeffs, psi, z0, z1, l1, *, max_iter, tol):
     max_iter,
     _BLOCK,
     (z0, z1, l1),
+    counted=True,  # a training step's pairs run to max_iter (module docstring)
   )
   best = state.best
   if psi.shape[-1] > 2:
