@@ -32,7 +32,7 @@ def test_its_iterations_are_gauss_newtons(num_ops):
   # Float64, the first iterations of the same starts: the same steps to
   # rounding (further on, trials the trust region cuts to nearly the same
   # point can swap places by a rounding, and valleys carry that on).
-  # 300 pairs: a grid of two programs, the second partly padding.
+  # 300 pairs: a grid of three programs, the last partly padding.
   with jax.enable_x64(True):
     problem = _problem(num_ops, 150, num_ops, jnp.float64)
     for iters in (1, 2):

@@ -43,7 +43,7 @@ from vaells_jax.core.solvers.pairs import parts_2x2
 
 __all__ = ["BLOCK", "solve_gauss_newton_fused"]
 
-BLOCK = 256  # pairs per program of the kernel's grid
+BLOCK = 128  # pairs per program of the kernel's grid: one per thread of _WARPS warps
 _WARPS = 4
 
 
