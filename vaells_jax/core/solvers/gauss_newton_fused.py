@@ -33,6 +33,7 @@ from vaells_jax.core.expm import (
   cosh_sinhc_slope,
 )
 from vaells_jax.core.solvers import gauss_newton
+from vaells_jax.core.solvers.columns import solve_columns
 from vaells_jax.core.solvers.gauss_newton import (
   _DAMPING,
   _GIVE_UP,
@@ -178,16 +179,8 @@ def _iterate(parts, state, z0, z1, l1, tol):
 
 def _kernel(parts_ref, *refs, num_ops, max_iter, tol):
   """One program: :data:`BLOCK` pairs from their starts to their results."""
-  ins, outs = refs[: num_ops + 5], refs[num_ops + 5 :]
-  c = [r[...] for r in ins[:num_ops]]
-  z0, z1 = (
-    (ins[num_ops][...], ins[num_ops + 1][...]),
-    (
-      ins[num_ops + 2][...],
-      ins[num_ops + 3][...],
-    ),
-  )
-  l1 = ins[num_ops + 4][...]
+  *c, z00, z01, z10, z11, l1 = (r[...] for r in refs[: num_ops + 5])
+  z0, z1 = (z00, z01), (z10, z11)
   parts = [[parts_ref[k * num_ops + m] for m in range(num_ops)] for k in range(4)]
   state = (
     c,
@@ -207,14 +200,15 @@ def _kernel(parts_ref, *refs, num_ops, max_iter, tol):
     return i + 1, _iterate(parts, state, z0, z1, l1, tol)
 
   c, _, _, error, _, num_iter = jax.lax.while_loop(running, body, (0, state))[1]
-  for ref, row in zip(outs, (*c, num_iter, error), strict=True):
+  for ref, row in zip(refs[num_ops + 5 :], (*c, num_iter, error), strict=True):
     ref[...] = row
 
 
 def fused_solve(coeffs, psi, z0, z1, l1, *, max_iter, tol, interpret):
   """``coeffs [M, P]``, ``z0, z1 [2, P]``, ``l1 [P]`` -> ``(coeffs [M, P],
   num_iter [P], error [P])`` (the layout of
-  :func:`vaells_jax.core.solvers.columns.solve_columns`'s chunks)."""
+  :func:`vaells_jax.core.solvers.columns.solve_columns`'s chunks; on a GPU
+  it makes one chunk of every start of every pair)."""
   num_ops, num_pairs = coeffs.shape
   padded = -(-num_pairs // BLOCK) * BLOCK
   rows = [*coeffs, *z0, *z1, l1]  # padding pairs (all zero) stop at once
@@ -253,10 +247,6 @@ def solve_gauss_newton_fused(init, psi, z0, z1, l1_weight, *, max_iter, tol):
       f'method="gauss_newton_fused" solves 2-D codes (d = 2), got d = '
       f'{psi.shape[-1]}; use "pgd" or "fista".'
     )
-  num_restarts, num_pairs, num_ops = init.shape
-  total = num_restarts * num_pairs
-  tile = lambda a: jnp.tile(a.T, (1,) * (a.ndim - 1) + (num_restarts,))  # noqa: E731
-  columns = (init.reshape(total, num_ops).T, tile(z0), tile(z1), tile(l1_weight))
 
   def fused(interpret):
     return lambda c, *a: fused_solve(
@@ -266,11 +256,9 @@ def solve_gauss_newton_fused(init, psi, z0, z1, l1_weight, *, max_iter, tol):
   def unfused(c, *a):
     return gauss_newton._solve_chunk(c, psi, *a, max_iter=max_iter, tol=tol)
 
-  coeffs, num_iter, error = jax.lax.platform_dependent(
-    *columns, cpu=fused(True), cuda=fused(False), rocm=fused(False), default=unfused
-  )
-  return (
-    coeffs.T.reshape(num_restarts, num_pairs, num_ops),
-    num_iter.reshape(num_restarts, num_pairs),
-    error.reshape(num_restarts, num_pairs),
-  )
+  def solve_chunk(*columns):
+    return jax.lax.platform_dependent(
+      *columns, cpu=fused(True), cuda=fused(False), rocm=fused(False), default=unfused
+    )
+
+  return solve_columns(solve_chunk, init, z0, z1, l1_weight)
