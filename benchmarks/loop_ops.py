@@ -81,7 +81,9 @@ def loop_ops(name: str, mnist_dir=om.DEFAULT_MNIST, **overrides) -> dict:
   loops = [
     line
     for line in hlo.splitlines()
-    if " while(" in line and "_infer_flat)/while/body/while" in line
+    # (a solver's device choice, lax.platform_dependent, adds a branch name)
+    if " while(" in line
+    and re.search(r"_infer_flat\)/(?:cond/branch_\d+_fun/)?while/body/while", line)
   ]
   if not loops:
     raise ValueError(f"{name}: no inference loop in the compiled step")
