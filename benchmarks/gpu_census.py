@@ -1,9 +1,10 @@
 """Loops, conditionals and Triton kernels in each experiment's training step
 as lowered for a GPU, counted on any machine (no GPU needed).
 
-On a GPU every iteration of a ``while`` loop and every conditional reads
-its predicate on the host (docs/benchmarks-gpu.md, "Where the time goes");
-this counts them in each default step's StableHLO for CUDA (jax's
+On a GPU every iteration of a ``while`` loop whose condition reads data,
+and every conditional on data, reads its predicate on the host
+(docs/benchmarks-gpu.md, "Loops the host waits on"); this counts loops and
+conditionals in each default step's StableHLO for CUDA (jax's
 cross-platform lowering, before XLA's optimisations), with each solver
 given in ``--methods`` for the synthetic experiments. ``--iterations``
 also runs each default step once on this CPU (from the trained state of
