@@ -173,4 +173,6 @@ def test_gpu_census_the_fused_solve_leaves_no_loop():
   assert blocked["inference_method"] == "gauss_newton"
   assert blocked["while"] >= 1 and blocked["triton"] == 0
   assert fused["while"] == 0 and fused["triton"] >= 1
-  assert fused["conditional"] == blocked["conditional"] <= 3
+  # Past warm-up a device's step infers without a conditional; left: the
+  # Psi step's acceptance and optax.apply_if_finite.
+  assert fused["conditional"] == blocked["conditional"] == 2

@@ -31,6 +31,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from vaells_jax.config import Config
+from vaells_jax.core import backend
 from vaells_jax.models.vaells import (
   Model,
   Phase,
@@ -249,14 +250,23 @@ def train_step_fn(model: Model, warmup: bool | None = None):
       return jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer))
 
     # Warm-up trains the reconstruction alone: no anchors, no inference (the
-    # warm-up program does not compile it). Elsewhere the inference stays in
-    # a conditional even where warm-up is known to be over (it has no
-    # gradient, so it runs at full speed there): outside one, XLA's CPU
-    # scheduler deadlocked the rotated-MNIST step with the exact solver.
+    # warm-up program does not compile it). Elsewhere, on a CPU, the
+    # inference stays in a conditional even where warm-up is known to be
+    # over (it has no gradient, so it runs at full speed there): outside one,
+    # XLA's CPU scheduler deadlocked the rotated-MNIST step with the exact
+    # solver. A GPU would read that conditional's predicate on the host
+    # every step, so there the step past warm-up just infers.
+    def after_warmup(step):
+      return jax.lax.cond(step < cfg.warmup_steps, skipped, infer)
+
     if phase.warmup is True:
       anchors, inferred = skipped()
+    elif phase.warmup is False:
+      anchors, inferred = backend.per_platform(
+        after_warmup, lambda step: infer(), state.step
+      )
     else:
-      anchors, inferred = jax.lax.cond(state.step < cfg.warmup_steps, skipped, infer)
+      anchors, inferred = after_warmup(state.step)
 
     def loss(params):
       terms = objective_terms(model, params, batch, noise, inferred, phase)
