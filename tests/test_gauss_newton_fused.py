@@ -90,9 +90,10 @@ def test_lowers_to_one_triton_kernel_for_a_gpu():
   lowered = lambda platform: solve.trace(*problem).lower(  # noqa: E731
     lowering_platforms=(platform,)
   )
-  text = lowered("cuda").as_text()
-  assert re.findall(r"custom_call @(\S+)\(", text) == ["__gpu$xla.gpu.triton"]
-  assert "stablehlo.while" not in text
+  for gpu in ("cuda", "rocm"):
+    text = lowered(gpu).as_text()
+    assert re.findall(r"custom_call @(\S+)\(", text) == ["__gpu$xla.gpu.triton"]
+    assert "stablehlo.while" not in text
   # A TPU gets gauss_newton's loop instead.
   text = lowered("tpu").as_text()
   assert "triton" not in text and "stablehlo.while" in text
