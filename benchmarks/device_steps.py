@@ -276,10 +276,10 @@ def main(argv=None) -> dict:
   overrides, repeats = {}, args.repeats
   if args.tiny:
     overrides, repeats = {"batch_size": 4}, 1
-  if args.method:
-    overrides["inference_method"] = args.method
     args.experiments = args.experiments or ",".join(SYNTHETIC)
     args.ll_points, args.ll_samples, args.ll_chunk = min(args.ll_points, 4), 2, 2
+  if args.method:
+    overrides["inference_method"] = args.method
   args.experiments = args.experiments or ",".join(EXPERIMENTS)
   result = {"environment": environment(), "steps": [], "population": []}
   for name in filter(None, args.experiments.split(",")):

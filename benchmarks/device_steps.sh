@@ -6,8 +6,8 @@
 # also in CUDA graphs), then every step with XLA's command buffers taking
 # loops and conditionals too, then with the CPU's solver paths (the chunked
 # solves and conditionals a CPU gets), then the synthetic steps on 2 of the
-# host's cores. Each part writes its JSON and
-# log under OUT as it ends, so a part cut short loses only itself.
+# host's cores. Each part writes its JSON and log under OUT as it ends, so
+# a part cut short loses only itself.
 #
 #   OUT=/tmp/steps MNIST_DIR=../shared/data/mnist STATES=DIR \
 #     bash benchmarks/device_steps.sh

@@ -137,19 +137,16 @@ def test_device_paths_solve_as_the_cpu_paths(monkeypatch, method, num_ops, dim):
 
 @pytest.mark.parametrize("method", ["", "gauss_newton_fused"])
 def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path, method):
+  # --tiny alone picks the synthetic experiments; --method only the solver.
   result = device_steps.main(
-    [
-      "--tiny",
-      "--experiments=concentric",
-      "--population=concentric",
-      "--ll-points=0",
-      f"--method={method}",
-      "--json",
-      str(tmp_path / "r"),
-    ]
+    ["--tiny", "--population=concentric", "--ll-points=0", f"--method={method}"]
+    + ["--experiments=concentric"] * bool(method)
+    + ["--json", str(tmp_path / "r")]
   )
-  (row,) = result["steps"]
-  assert row["experiment"] == "concentric" and row["initial"]["min_s"] > 0
+  names = [r["experiment"] for r in result["steps"]]
+  assert names == (["concentric"] if method else ["concentric", "swiss_roll"])
+  row = result["steps"][0]
+  assert row["initial"]["min_s"] > 0
   assert row["inference_method"] == (method or "gauss_newton")
   assert row["census"]["fusion"] > 0
   (pop,) = result["population"]
