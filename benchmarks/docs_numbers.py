@@ -926,6 +926,22 @@ def rot_full_cpu() -> str:
   )
 
 
+def nat_run(name: str) -> str:
+  """docs/experiments-nat-mnist.md: one finished nat_mnist run's summary
+  (``docs/results/<name>.json``)."""
+  s = _load(f"{name}.json")["summary"]
+  ll = f"{s['log_likelihood']:,.0f}".replace(",", " ").replace("-", "−")
+  return (
+    f"MSE {s['mse']:.4f} on the test digits, log-likelihood {ll} "
+    f"({s['log_likelihood_points']} × {s['log_likelihood_samples']}), class "
+    f"consistency {s['class_consistency']:.3f} (the classifier's own test "
+    f"accuracy {s['classifier_test_accuracy']:.3f}), "
+    f"{s['psi_rejected_steps']} of {s['psi_attempted_steps']} `Psi` steps "
+    f"refused; {s['wall_time_s']:.0f} s ({s['train_time_s']:.0f} s training, "
+    f"{s['eval_time_s']:.0f} s evaluation)"
+  )
+
+
 def mnist_cpu(exp: str) -> str:
   """README: the CPU-budget command of ``exp`` (rot / nat), seed 0."""
   s = _load(f"{exp}_mnist_cpu_seed0.json")["summary"]
@@ -1092,6 +1108,7 @@ def swiss_anchor_table() -> str:
 
 RENDERERS = {
   "rot-full-cpu": rot_full_cpu,
+  "nat-run": nat_run,
   "rot-levers-table": rot_levers_table,
   "rot-regrid-table": rot_regrid_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,
