@@ -9,8 +9,9 @@ cross-platform lowering, before XLA's optimisations), with each solver
 given in ``--methods`` for the synthetic experiments. ``--iterations``
 also runs each default step once on this CPU (from the trained state of
 ``--states`` where there is one) and records how many iterations each of
-its blocked solves ran: where its pairs run to ``max_iter`` anyway, a loop
-of known trip count costs a GPU no extra iteration.
+its blocked solves (and ``exact``'s refinement) ran: where its pairs run
+to ``max_iter`` anyway, a loop of known trip count costs a GPU no extra
+iteration.
 
 Usage::
 
@@ -37,7 +38,7 @@ from unittest import mock  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from vaells_jax.core.solvers import columns, gauss_newton, pgd  # noqa: E402
+from vaells_jax.core.solvers import columns, exact, gauss_newton, pgd  # noqa: E402
 from vaells_jax.training import step as train  # noqa: E402
 
 _CASE = re.compile(r"^\s*(%[\w]+)(?::\d+)? = \"stablehlo\.case\"\((%[\w]+)\)")
@@ -105,9 +106,10 @@ def lowered_census(name, mnist_dir, method=None, overrides=None) -> dict:
 
 
 def solve_iterations(name, mnist_dir, states, overrides=None) -> dict:
-  """Iterations of each blocked solve (``run_blocks``) in one default step
-  of ``name`` on this CPU, from the trained state where ``states`` has one:
-  per solve its pairs and their largest and median ``num_iter``."""
+  """Iterations of each blocked solve (``run_blocks``; ``exact``'s
+  refinement loop) in one default step of ``name`` on this CPU, from the
+  trained state where ``states`` has one: per solve its pairs and their
+  largest and median ``num_iter``."""
   solves = []
 
   def record(num_iter):
@@ -124,7 +126,12 @@ def solve_iterations(name, mnist_dir, states, overrides=None) -> dict:
     jax.debug.callback(record, state.num_iter)
     return state
 
-  blocked = columns.run_blocks
+  def refine(*args, **kwargs):  # exact's loop: a pair's most over its candidates
+    u, phi, conv, iters = refined(*args, **kwargs)
+    jax.debug.callback(record, iters.reshape(iters.shape[0], -1).max(1))
+    return u, phi, conv, iters
+
+  blocked, refined = columns.run_blocks, exact._refine
   config, _, model, initial, trained, batch, key = device_steps.experiment_states(
     name, mnist_dir, states, overrides
   )
@@ -132,6 +139,7 @@ def solve_iterations(name, mnist_dir, states, overrides=None) -> dict:
   with (
     mock.patch.object(gauss_newton, "run_blocks", run_blocks),
     mock.patch.object(pgd, "run_blocks", run_blocks),
+    mock.patch.object(exact, "_refine", refine),
   ):
     jax.clear_caches()  # trace the solvers again, with the recording loop
     jax.block_until_ready(step(initial if trained is None else trained, batch, key))

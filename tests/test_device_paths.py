@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import mnist_dir
 
 from vaells_jax import infer_coefficients
 from vaells_jax.core import backend
@@ -173,3 +174,16 @@ def test_gpu_census_the_fused_solve_leaves_no_loop():
   # Past warm-up a device's step infers without a conditional; left: the
   # Psi step's acceptance and optax.apply_if_finite.
   assert fused["conditional"] == blocked["conditional"] == 2
+
+
+def test_gpu_census_counts_the_exact_refinement():
+  # rot_mnist's one loop on data is exact's refinement; --iterations
+  # records it as it records the blocked solves.
+  import gpu_census
+
+  row = gpu_census.solve_iterations(
+    "rot_mnist", str(mnist_dir()), None, {"batch_size": 4}
+  )
+  assert row["inference_method"] == "exact" and row["state"] == "initial"
+  (solve,) = row["solves"]
+  assert solve["pairs"] > 0 and 1 <= solve["max"] <= row["max_iter"]
