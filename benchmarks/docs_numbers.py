@@ -937,8 +937,16 @@ def nat_run(name: str) -> str:
     f"consistency {s['class_consistency']:.3f} (the classifier's own test "
     f"accuracy {s['classifier_test_accuracy']:.3f}), "
     f"{s['psi_rejected_steps']} of {s['psi_attempted_steps']} `Psi` steps "
-    f"refused; {s['wall_time_s']:.0f} s ({s['train_time_s']:.0f} s training, "
-    f"{s['eval_time_s']:.0f} s evaluation)"
+    f"refused; {_run_time(s)}"
+  )
+
+
+def _run_time(s: dict) -> str:
+  """A run's times; a resumed run's training time is that of its last part."""
+  first = s["resumed_from_step"]
+  steps = f" (steps {first + 1:,}–{s['steps']:,})".replace(",", " ") if first else ""
+  return (
+    f"{s['train_time_s']:.0f} s training{steps}, {s['eval_time_s']:.0f} s evaluation"
   )
 
 
