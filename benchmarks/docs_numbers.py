@@ -950,6 +950,22 @@ def _run_time(s: dict) -> str:
   )
 
 
+def nat_paper_m8() -> str:
+  """README, docs: nat_mnist ``M = 8`` at the paper's budget on the paper's
+  split beside paper table 1 (``M = 8``, ``N_a = 8``)."""
+  s = _load("nat_mnist_paper_m8_full_seed0.json")["summary"]
+  ll = f"{s['log_likelihood']:.1f}".replace("-", "−")
+  return (
+    f"MSE {s['mse']:.4f} (paper: 0.0244); log-likelihood {ll} (paper: −731.91; "
+    f"{s['log_likelihood_points']} × {s['log_likelihood_samples']}); seed 0"
+  )
+
+
+def nat_paper_m8_time() -> str:
+  """README: that run's times."""
+  return _run_time(_load("nat_mnist_paper_m8_full_seed0.json")["summary"])
+
+
 def mnist_cpu(exp: str) -> str:
   """README: the CPU-budget command of ``exp`` (rot / nat), seed 0."""
   s = _load(f"{exp}_mnist_cpu_seed0.json")["summary"]
@@ -1117,6 +1133,8 @@ def swiss_anchor_table() -> str:
 RENDERERS = {
   "rot-full-cpu": rot_full_cpu,
   "nat-run": nat_run,
+  "nat-paper-m8": nat_paper_m8,
+  "nat-paper-m8-time": nat_paper_m8_time,
   "rot-levers-table": rot_levers_table,
   "rot-regrid-table": rot_regrid_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,
