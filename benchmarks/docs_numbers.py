@@ -930,13 +930,13 @@ def nat_run(name: str) -> str:
   """docs/experiments-nat-mnist.md: one finished nat_mnist run's summary
   (``docs/results/<name>.json``)."""
   s = _load(f"{name}.json")["summary"]
-  ll = f"{s['log_likelihood']:,.0f}".replace(",", " ").replace("-", "−")
+  ll = docs_baselines._fmt(s["log_likelihood"])
   return (
     f"MSE {s['mse']:.4f} on the test digits, log-likelihood {ll} "
     f"({s['log_likelihood_points']} × {s['log_likelihood_samples']}), class "
     f"consistency {s['class_consistency']:.3f} (the classifier's own test "
     f"accuracy {s['classifier_test_accuracy']:.3f}), "
-    f"{s['psi_rejected_steps']} of {s['psi_attempted_steps']} `Psi` steps "
+    f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} `Psi` steps "
     f"refused; {_run_time(s)}"
   )
 
@@ -944,9 +944,10 @@ def nat_run(name: str) -> str:
 def _run_time(s: dict) -> str:
   """A run's times; a resumed run's training time is that of its last part."""
   first = s["resumed_from_step"]
-  steps = f" (steps {first + 1:,}–{s['steps']:,})".replace(",", " ") if first else ""
+  steps = f" (steps {docs_inference._n(first + 1)}–{docs_inference._n(s['steps'])})"
   return (
-    f"{s['train_time_s']:.0f} s training{steps}, {s['eval_time_s']:.0f} s evaluation"
+    f"{s['train_time_s']:.0f} s training{steps if first else ''} + "
+    f"{s['eval_time_s']:.0f} s evaluation"
   )
 
 
@@ -954,7 +955,7 @@ def nat_paper_m8() -> str:
   """README, docs: nat_mnist ``M = 8`` at the paper's budget on the paper's
   split beside paper table 1 (``M = 8``, ``N_a = 8``)."""
   s = _load("nat_mnist_paper_m8_full_seed0.json")["summary"]
-  ll = f"{s['log_likelihood']:.1f}".replace("-", "−")
+  ll = docs_baselines._fmt(s["log_likelihood"])
   return (
     f"MSE {s['mse']:.4f} (paper: 0.0244); log-likelihood {ll} (paper: −731.91; "
     f"{s['log_likelihood_points']} × {s['log_likelihood_samples']}); seed 0"
@@ -986,8 +987,7 @@ def mnist_cpu(exp: str) -> str:
 
 def mnist_cpu_time(exp: str) -> str:
   """README: that run's training and evaluation times."""
-  s = _load(f"{exp}_mnist_cpu_seed0.json")["summary"]
-  return f"{s['train_time_s']:.0f} s training + {s['eval_time_s']:.0f} s evaluation"
+  return _run_time(_load(f"{exp}_mnist_cpu_seed0.json")["summary"])
 
 
 CONCENTRIC_SIGNALS = {
