@@ -899,6 +899,11 @@ def rot_levers_table() -> str:
   return _block(rot_levers.table(_load("rot_mnist_levers.json")["levers"]).split("\n"))
 
 
+def rot_span(name: str) -> str:
+  """README: a finished rot_mnist run's gated span (``docs/results/<name>.json``)."""
+  return _rot_span(_load(f"{name}.json")["summary"])
+
+
 def rot_regrid_table() -> str:
   """docs/experiments-rot-mnist.md: finished runs by the frame grid's share
   rule and its speed rule (``rot_regrid.py``)."""
@@ -914,15 +919,28 @@ def concentric_default_rate() -> str:
   return f"{_of(wins, len(seeds))} fresh seeds ({first}–{last})"
 
 
-def rot_full_cpu() -> str:
-  """docs/experiments-rot-mnist.md: the CPU budget on the paper's split."""
-  s = _load("rot_mnist_full_cpu_seed0.json")["summary"]
+def rot_run(name: str) -> str:
+  """docs/experiments-rot-mnist.md: one finished rot_mnist run's summary
+  (``docs/results/<name>.json``)."""
+  s = _load(f"{name}.json")["summary"]
   low, high = s["rotation_gated_span_quartiles"]
+  per_class = s["rotation_gated_span_per_class"]
+  worst, best = per_class.index(min(per_class)), per_class.index(max(per_class))
+  ll = docs_baselines._fmt(s["log_likelihood"])
+  refused = _of(s["psi_rejected_steps"], s["psi_attempted_steps"])
   return (
-    f"gated span {s['rotation_gated_span_degrees']:g}° ({low:g}°–{high:g}°), "
-    f"the reference operator's {s['reference_rotation_gated_span_degrees']:g}°, "
-    f"`|cos|` {s['reference_cosine']:.3f}, MSE {s['mse']:.4f} on the 10 000 test "
-    f"digits, {s['train_time_s']:.0f} s of training"
+    f"gated span {s['rotation_gated_span_degrees']:g}° (quartiles {low:g}°–"
+    f"{high:g}°, {s['rotation_gated_digits']} digits; correlation gate alone "
+    f"{s['rotation_correlation_gate_only_span_degrees']:g}°, class gate alone "
+    f"{s['rotation_class_gate_only_span_degrees']:g}°; gate level "
+    f"{s['rotation_gate_level']:.3f}; per class from {per_class[worst]:g}° "
+    f"({worst}) to {per_class[best]:g}° ({best})), the reference operator's "
+    f"{s['reference_rotation_gated_span_degrees']:g}° (`|cos|` "
+    f"{s['reference_cosine']:.3f} with it); MSE {s['mse']:.4f} on the test "
+    f"digits, log-likelihood {ll} ({s['log_likelihood_points']} × "
+    f"{s['log_likelihood_samples']}), knn accuracy "
+    f"{s['knn_class_accuracy']:.3f}, {refused} `Psi` steps refused; "
+    f"{_run_time(s)}"
   )
 
 
@@ -962,9 +980,9 @@ def nat_paper_m8() -> str:
   )
 
 
-def nat_paper_m8_time() -> str:
-  """README: that run's times."""
-  return _run_time(_load("nat_mnist_paper_m8_full_seed0.json")["summary"])
+def run_time(name: str) -> str:
+  """README, docs: a finished run's times (``docs/results/<name>.json``)."""
+  return _run_time(_load(f"{name}.json")["summary"])
 
 
 def mnist_cpu(exp: str) -> str:
@@ -975,6 +993,11 @@ def mnist_cpu(exp: str) -> str:
       f"MSE {s['mse']:.4f} (1 seed); decoded posterior samples keep their "
       f"class {100 * s['class_consistency']:.0f}% of the time"
     )
+  return _rot_span(s)
+
+
+def _rot_span(s: dict) -> str:
+  """A rot_mnist summary's gated span against the goal and the reference."""
   low, high = s["rotation_gated_span_quartiles"]
   span = s["rotation_gated_span_degrees"]
   return (
@@ -983,11 +1006,6 @@ def mnist_cpu(exp: str) -> str:
     f"{'reached' if span >= 180 else 'not reached'} (the operator fitted to "
     f"the encoder's orbits: {s['reference_rotation_gated_span_degrees']:g}°)"
   )
-
-
-def mnist_cpu_time(exp: str) -> str:
-  """README: that run's training and evaluation times."""
-  return _run_time(_load(f"{exp}_mnist_cpu_seed0.json")["summary"])
 
 
 CONCENTRIC_SIGNALS = {
@@ -1131,10 +1149,11 @@ def swiss_anchor_table() -> str:
 
 
 RENDERERS = {
-  "rot-full-cpu": rot_full_cpu,
+  "rot-run": rot_run,
+  "rot-span": rot_span,
+  "run-time": run_time,
   "nat-run": nat_run,
   "nat-paper-m8": nat_paper_m8,
-  "nat-paper-m8-time": nat_paper_m8_time,
   "rot-levers-table": rot_levers_table,
   "rot-regrid-table": rot_regrid_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,
@@ -1180,7 +1199,6 @@ RENDERERS = {
   "fit-calibration": fit_calibration,
   "fit-settled": fit_settled,
   "mnist-cpu": mnist_cpu,
-  "mnist-cpu-time": mnist_cpu_time,
   **docs_inference.RENDERERS,
   **docs_original.RENDERERS,
   **docs_synthetic.RENDERERS,
