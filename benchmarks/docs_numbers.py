@@ -899,11 +899,6 @@ def rot_levers_table() -> str:
   return _block(rot_levers.table(_load("rot_mnist_levers.json")["levers"]).split("\n"))
 
 
-def rot_span(name: str) -> str:
-  """README: a finished rot_mnist run's gated span (``docs/results/<name>.json``)."""
-  return _rot_span(_load(f"{name}.json")["summary"])
-
-
 def rot_regrid_table() -> str:
   """docs/experiments-rot-mnist.md: finished runs by the frame grid's share
   rule and its speed rule (``rot_regrid.py``)."""
@@ -994,6 +989,11 @@ def mnist_cpu(exp: str) -> str:
       f"class {100 * s['class_consistency']:.0f}% of the time"
     )
   return _rot_span(s)
+
+
+def rot_span(name: str) -> str:
+  """README: a finished rot_mnist run's gated span (``docs/results/<name>.json``)."""
+  return _rot_span(_load(f"{name}.json")["summary"])
 
 
 def _rot_span(s: dict) -> str:
