@@ -982,30 +982,100 @@ def run_time(name: str) -> str:
 
 def mnist_cpu(exp: str) -> str:
   """README: the CPU-budget command of ``exp`` (rot / nat), seed 0."""
-  s = _load(f"{exp}_mnist_cpu_seed0.json")["summary"]
+  name = f"{exp}_mnist_cpu_seed0"
+  s = _load(f"{name}.json")["summary"]
   if exp == "nat":
     return (
       f"MSE {s['mse']:.4f} (1 seed); decoded posterior samples keep their "
       f"class {100 * s['class_consistency']:.0f}% of the time"
     )
-  return _rot_span(s)
+  return rot_span(name)
+
+
+def _seed(name: str) -> int:
+  """The seed of the run in ``docs/results/<name>.json``: its command's
+  ``--config.seed=N``, or the config's default 0."""
+  found = re.search(r"--config\.seed=(\d+)", _load(f"{name}.json")["command"])
+  return int(found.group(1)) if found else 0
+
+
+def _seed_runs(prefix: str) -> list[tuple[int, dict]]:
+  """``(seed, summary)`` of every ``docs/results/<prefix>_seed*.json``, by seed."""
+  names = [p.stem for p in RESULTS.glob(f"{prefix}_seed*.json")]
+  return sorted((_seed(n), _load(f"{n}.json")["summary"]) for n in names)
 
 
 def rot_span(name: str) -> str:
-  """README: a finished rot_mnist run's gated span (``docs/results/<name>.json``)."""
-  return _rot_span(_load(f"{name}.json")["summary"])
-
-
-def _rot_span(s: dict) -> str:
-  """A rot_mnist summary's gated span against the goal and the reference."""
+  """README: a finished rot_mnist run's gated span against the goal and the
+  reference (``docs/results/<name>.json``)."""
+  s = _load(f"{name}.json")["summary"]
   low, high = s["rotation_gated_span_quartiles"]
   span = s["rotation_gated_span_degrees"]
   return (
     f"median {span:g}° (quartiles {low:g}°–{high:g}°, "
-    f"{s['rotation_gated_digits']} digits, seed 0); goal "
+    f"{s['rotation_gated_digits']} digits, seed {_seed(name)}); goal "
     f"{'reached' if span >= 180 else 'not reached'} (the operator fitted to "
     f"the encoder's orbits: {s['reference_rotation_gated_span_degrees']:g}°)"
   )
+
+
+def rot_seeds_span(prefix: str) -> str:
+  """README, docs: the gated span of every seed's run of ``prefix``."""
+  runs = _seed_runs(prefix)
+  spans = [s["rotation_gated_span_degrees"] for _, s in runs]
+  refs = [s["reference_rotation_gated_span_degrees"] for _, s in runs]
+  reached = sum(span >= 180 for span in spans)
+  return (
+    f"medians {', '.join(f'{x:g}°' for x in spans)} (seeds "
+    f"{', '.join(str(seed) for seed, _ in runs)}; "
+    f"{runs[0][1]['rotation_gated_digits']} digits); goal reached in "
+    f"{_of(reached, len(runs))} (the operators fitted to the encoder's orbits: "
+    f"{', '.join(f'{x:g}°' for x in refs)})"
+  )
+
+
+def seeds_time(prefix: str) -> str:
+  """README: the training and evaluation times of every seed's run of ``prefix``."""
+  runs = [s for _, s in _seed_runs(prefix)]
+  if any(s["resumed_from_step"] for s in runs):
+    raise ValueError(f"{prefix}: a resumed run's times are those of its last part")
+
+  def span(key: str) -> str:
+    low, high = min(s[key] for s in runs), max(s[key] for s in runs)
+    return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}–{high:.0f}"
+
+  return (
+    f"{span('train_time_s')} s training + {span('eval_time_s')} s evaluation"
+    f"{' a seed' if len(runs) > 1 else ''}"
+  )
+
+
+def rot_seeds_table(prefix: str) -> str:
+  """docs/experiments-rot-mnist.md: one row per seed's run of ``prefix``."""
+  rows = [
+    "| seed | gated span, median (quartiles) | correlation gate alone / class "
+    "gate alone | reference operator's span | \\|cos\\| with it | gate level | "
+    "per class, lowest – highest | MSE | log-likelihood | knn accuracy | "
+    "`Psi` steps refused | time |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for seed, s in _seed_runs(prefix):
+    low, high = s["rotation_gated_span_quartiles"]
+    per_class = s["rotation_gated_span_per_class"]
+    worst, best = per_class.index(min(per_class)), per_class.index(max(per_class))
+    rows.append(
+      f"| {seed} | **{s['rotation_gated_span_degrees']:g}°** ({low:g}°–{high:g}°) | "
+      f"{s['rotation_correlation_gate_only_span_degrees']:g}° / "
+      f"{s['rotation_class_gate_only_span_degrees']:g}° | "
+      f"{s['reference_rotation_gated_span_degrees']:g}° | "
+      f"{s['reference_cosine']:.3f} | {s['rotation_gate_level']:.3f} | "
+      f"{per_class[worst]:g}° ({worst}) – {per_class[best]:g}° ({best}) | "
+      f"{s['mse']:.4f} | {docs_baselines._fmt(s['log_likelihood'])} "
+      f"({s['log_likelihood_points']} × {s['log_likelihood_samples']}) | "
+      f"{s['knn_class_accuracy']:.3f} | "
+      f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} | {_run_time(s)} |"
+    )
+  return _block(rows)
 
 
 CONCENTRIC_SIGNALS = {
@@ -1150,7 +1220,9 @@ def swiss_anchor_table() -> str:
 
 RENDERERS = {
   "rot-run": rot_run,
-  "rot-span": rot_span,
+  "rot-seeds-span": rot_seeds_span,
+  "rot-seeds-table": rot_seeds_table,
+  "seeds-time": seeds_time,
   "run-time": run_time,
   "nat-run": nat_run,
   "nat-paper-m8": nat_paper_m8,

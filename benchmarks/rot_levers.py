@@ -49,6 +49,10 @@ LEVERS = {
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
+  "latent_scale3": ("--config.latent_scale=3",),  # paper: 10
+  "anchors20": ("--config.rotation_anchors=20",),  # 18 degrees apart
+  # the paper's Psi rate cap; the CPU budget's rate is 0.05
+  "psi_cap": ("--config.lr_psi=0.008", "--config.max_lr_psi=0.008"),
 }
 CONTINUES = {"base_long": "base", "latent20_long": "latent20"}
 KEYS = (

@@ -22,8 +22,7 @@ def get_config(budget: str = "paper") -> Config:
     # One operator: the global minimum of each pair's coefficient
     # (vaells_jax.core.solvers.exact) instead of one proximal-gradient start;
     # tens of times faster than "fista" per solve at this size and never higher
-    # (docs/benchmarks-inference.md, "One operator: the exact solver"). The results in
-    # docs/experiments-rot-mnist.md were measured with "fista".
+    # (docs/benchmarks-inference.md, "One operator: the exact solver").
     inference_method="exact",
     input_rotation=350.0,
     rotation_anchors=10,
@@ -36,7 +35,7 @@ def get_config(budget: str = "paper") -> Config:
   # Psi steps): with the paper's cap, 140 steps left Psi near its random
   # start (|Psi|_F 0.100; |cos| 0.42 with the reference rotation operator,
   # rotation span 48 degrees); at 0.05 it becomes the rotation
-  # (docs/experiments-rot-mnist.md).
+  # (docs/experiments-rot-mnist-ungated.md).
   return digits.for_budget(
     budget,
     paper,
