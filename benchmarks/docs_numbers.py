@@ -939,19 +939,65 @@ def rot_run(name: str) -> str:
   )
 
 
-def nat_run(name: str) -> str:
-  """docs/experiments-nat-mnist.md: one finished nat_mnist run's summary
-  (``docs/results/<name>.json``)."""
-  s = _load(f"{name}.json")["summary"]
-  ll = docs_baselines._fmt(s["log_likelihood"])
-  return (
-    f"MSE {s['mse']:.4f} on the test digits, log-likelihood {ll} "
-    f"({s['log_likelihood_points']} × {s['log_likelihood_samples']}), class "
-    f"consistency {s['class_consistency']:.3f} (the classifier's own test "
-    f"accuracy {s['classifier_test_accuracy']:.3f}), "
-    f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} `Psi` steps "
-    f"refused; {_run_time(s)}"
-  )
+def _nat_label(name: str) -> str:
+  """A nat_mnist run's operators, budget and data, read off its command."""
+  command = _load(f"{name}.json")["command"]
+  ops = len(_load(f"{name}.json")["summary"]["operator_magnitudes"])
+  budget = "CPU" if "--budget=cpu" in command else "paper"
+  data = "the paper's split" if "mnist-full" in command else "8 000 test-set digits"
+  return f"`M = {ops}`, {budget} budget, {data}"
+
+
+def nat_runs_table(*names: str) -> str:
+  """docs/experiments-nat-mnist.md: one row per finished nat_mnist run."""
+  span = docs_inference._span
+  rows = [
+    "| run | MSE | log-likelihood | ELBO | knn acc. | class consistency "
+    "(classifier's own accuracy) | reach, RMS (pixels changed > 0.1) | "
+    "directions of the input's class at the range's end | `‖Psi_m‖_F` | "
+    "`Psi` steps refused | time |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for name in names:
+    s = _load(f"{name}.json")["summary"]
+    rows.append(
+      f"| {_nat_label(name)} ([json](results/{name}.json)) | **{s['mse']:.4f}** | "
+      f"{docs_baselines._fmt(s['log_likelihood'])} ({s['log_likelihood_points']} "
+      f"× {s['log_likelihood_samples']}) | {docs_baselines._fmt(s['elbo'])} | "
+      f"{s['knn_class_accuracy']:.3f} | {s['class_consistency']:.3f} "
+      f"({s['classifier_test_accuracy']:.3f}) | "
+      f"{span(s['operator_reach_rms'], 2)} "
+      f"({span(s['operator_reach_changed_fraction'], 2)}) | "
+      f"{span([100 * x for x in s['operator_reach_at_end']])}% | "
+      f"{span(s['operator_magnitudes'], 3)} | "
+      f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} | {_run_time(s)} |"
+    )
+  return _block(rows)
+
+
+def release_table(name: str) -> str:
+  """docs/experiments-nat-mnist.md: the authors' released model beside ours
+  (``docs/results/<name>.json`` of ``original_release.py``)."""
+  span = docs_inference._span
+  rows = [
+    "| model | `‖Psi_m‖_F` (initial draw) | symmetric share | cosine "
+    "with the initial draw | `Psi` steps accepted / rejected | `Psi` rate "
+    "start → end | anchor `‖c‖_1`: median, 95%, max | median `‖z‖` |",
+    "|---|---|---|---|---|---|---|---|",
+  ]
+  for r in _load(f"{name}.json"):
+    who = "ours" if "seed" in r else "the authors' release"
+    source = f"{who}, `M = {len(r['norms'])}`, {docs_inference._n(r['steps'])} steps"
+    cosine = span(r["start_cosine"], 4) if "start_cosine" in r else "—"
+    rejected = 100 * r["rejected"] / (r["accepted"] + r["rejected"])
+    rows.append(
+      f"| {source} | {span(r['norms'], 3)} "
+      f"({r['initial_norm']:.2f}) | {span(r['symmetric_share'], 2)} | {cosine} | "
+      f"{r['accepted']} / {r['rejected']} ({rejected:.0f}% rejected) | "
+      f"{r['rate_start']:.0e} → {r['rate_end']:.1e} | "
+      f"{', '.join(f'{x:.3g}' for x in r['prior_l1'])} | {r['z_norm']:.2f} |"
+    )
+  return _block(rows)
 
 
 def _run_time(s: dict) -> str:
@@ -1224,7 +1270,8 @@ RENDERERS = {
   "rot-seeds-table": rot_seeds_table,
   "seeds-time": seeds_time,
   "run-time": run_time,
-  "nat-run": nat_run,
+  "nat-runs-table": nat_runs_table,
+  "release-table": release_table,
   "nat-paper-m8": nat_paper_m8,
   "rot-levers-table": rot_levers_table,
   "rot-regrid-table": rot_regrid_table,

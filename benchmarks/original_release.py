@@ -22,16 +22,19 @@ With ``--run NAME=WORKDIR`` the same for a run of ours (its latest
 checkpoint, a population's kept member; the initial norm the median of its
 own draw's, unknown for a population; the coefficients
 those of the next training step's own inference; ``z`` on the latent
-scale, where coefficients are inferred). Nothing of the authors'
-repository is copied here: pass a checkout or snapshot of it.
+scale, where coefficients are inferred; for a single run also each
+operator's cosine with its initial draw and its relative change, as
+``operator_drift.py``). Nothing of the authors' repository is copied here:
+pass a checkout or snapshot of it.
 
 Usage::
 
-    python benchmarks/original_release.py AUTHORS_REPO [--run natMNIST=RUN ...]
-        [--out=FILE]
+    python benchmarks/original_release.py AUTHORS_REPO [--experiments=natMNIST]
+        [--run natMNIST=RUN ...] [--out=FILE]
 
 ``--out`` writes the rows as JSON (``docs/results/original_release.json``
-renders docs/population.md's comparison).
+renders docs/population.md's comparison, ``original_release_nat.json``
+docs/experiments-nat-mnist.md's).
 """
 
 from __future__ import annotations
@@ -122,6 +125,15 @@ def ours(run_dir) -> dict:
   )
   psi = np.asarray(state.psi, np.float64)
   attempted, rejected = int(state.psi_attempted), int(state.psi_rejected)
+  drift = {}
+  if config.population == 1:  # a population's kept member drew its own
+    a = np.asarray(start.psi, np.float64).reshape(len(psi), -1)
+    b = psi.reshape(len(psi), -1)
+    norm_a = np.linalg.norm(a, axis=1)
+    drift = {
+      "start_cosine": (a * b).sum(axis=1) / (norm_a * np.linalg.norm(b, axis=1)),
+      "relative_change": np.linalg.norm(b - a, axis=1) / norm_a,
+    }
   return {
     "source": f"ours: {run_dir}",
     "seed": config.seed,
@@ -141,6 +153,7 @@ def ours(run_dir) -> dict:
     "z_norm": float(
       np.median(np.linalg.norm(pairs["z"].reshape(-1, psi.shape[-1]), axis=1))
     ),
+    **drift,
   }
 
 
@@ -164,15 +177,21 @@ def main(argv=None) -> list[dict]:
     metavar="NAME=WORKDIR",
     help=f"a run of ours shown under a released experiment ({', '.join(RELEASED)})",
   )
+  parser.add_argument(
+    "--experiments",
+    default=",".join(RELEASED),
+    help="the released experiments to read (comma-separated)",
+  )
   parser.add_argument("--out", default=None, help="the rows as JSON")
   args = parser.parse_args(argv)
+  names = args.experiments.split(",")
+  if set(names) - set(RELEASED):
+    parser.error(f"--experiments: choose from {list(RELEASED)}; got {names}")
   runs = {}
   for item in args.run:
     name, _, workdir = item.partition("=")
-    if name not in RELEASED or not workdir:
-      raise SystemExit(
-        f"--run wants NAME=WORKDIR with NAME in {list(RELEASED)}; got {item!r}"
-      )
+    if name not in names or not workdir:
+      raise SystemExit(f"--run wants NAME=WORKDIR with NAME in {names}; got {item!r}")
     runs.setdefault(name, []).append(workdir)
   rows = []
   print(
@@ -181,7 +200,7 @@ def main(argv=None) -> list[dict]:
     "`‖c‖_1` posterior: median, 95%, max | anchors | median `‖z‖` |"
   )
   print("|---|---|---|---|---|---|---|---|---|")
-  for name in RELEASED:
+  for name in names:
     for row in [released(args.repo, name)] + [ours(w) for w in runs.get(name, [])]:
       rows.append({"experiment": name, **row})
       print(_row(row))

@@ -380,9 +380,12 @@ def test_operator_benchmarks(concentric_run, tmp_path):
   np.testing.assert_allclose(ours["norms"], row["norm_end"], rtol=1e-5)
   assert ours["steps"] == 6 and ours["accepted"] + ours["rejected"] == 6
   assert ours["prior_l1"].shape == (3,) and np.all(np.diff(ours["prior_l1"]) >= 0)
+  np.testing.assert_allclose(ours["start_cosine"], row["cosine"], rtol=1e-6)
+  np.testing.assert_allclose(ours["relative_change"], row["relative_change"], rtol=1e-5)
   # A population run: its kept member, whose initial draw is not the seed's.
   kept = original_release.ours(concentric_run[0])
   assert kept["norms"].shape == (4,) and np.isnan(kept["initial_norm"])
+  assert "start_cosine" not in kept
 
 
 def test_original_release_reads_the_authors_files(tmp_path):

@@ -21,9 +21,8 @@ def get_config(budget: str = "paper") -> Config:
     # At the paper's 100 iterations its step is 183x the original method's
     # (fista: 10x), on a trained state's pairs 117x (fista: 2x), and it ends
     # as low as the original on 98% of those pairs (fista: 14%)
-    # (docs/benchmarks.md, "Whole training steps"). At the CPU budget, seed
-    # 0, it trained to the same MSE and class consistency as fista with a
-    # higher log-likelihood (docs/experiments-nat-mnist.md, "The CPU budget").
+    # (docs/benchmarks.md, "Whole training steps"); what it trains to:
+    # docs/experiments-nat-mnist.md, "The runs".
     inference_method="pgd",
   )
   # cpu: 400 alternating steps (100 network, 300 Psi) after the warm-up, a
