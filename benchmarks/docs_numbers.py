@@ -1071,11 +1071,12 @@ def rot_seeds_span(prefix: str) -> str:
   spans = [s["rotation_gated_span_degrees"] for _, s in runs]
   refs = [s["reference_rotation_gated_span_degrees"] for _, s in runs]
   reached = sum(span >= 180 for span in spans)
+  plural = "s" if len(runs) > 1 else ""
   return (
-    f"medians {', '.join(f'{x:g}°' for x in spans)} (seeds "
+    f"median{plural} {', '.join(f'{x:g}°' for x in spans)} (seed{plural} "
     f"{', '.join(str(seed) for seed, _ in runs)}; "
     f"{runs[0][1]['rotation_gated_digits']} digits); goal reached in "
-    f"{_of(reached, len(runs))} (the operators fitted to the encoder's orbits: "
+    f"{_of(reached, len(runs))} (the operator{plural} fitted to the encoder's orbits: "
     f"{', '.join(f'{x:g}°' for x in refs)})"
   )
 
