@@ -941,8 +941,8 @@ def rot_run(name: str) -> str:
 
 def _nat_label(name: str) -> str:
   """A nat_mnist run's operators, budget and data, read off its command."""
-  command = _load(f"{name}.json")["command"]
-  ops = len(_load(f"{name}.json")["summary"]["operator_magnitudes"])
+  run = _load(f"{name}.json")
+  command, ops = run["command"], len(run["summary"]["operator_magnitudes"])
   budget = "CPU" if "--budget=cpu" in command else "paper"
   data = "the paper's split" if "mnist-full" in command else "8 000 test-set digits"
   return f"`M = {ops}`, {budget} budget, {data}"
@@ -1029,13 +1029,13 @@ def run_time(name: str) -> str:
 def mnist_cpu(exp: str) -> str:
   """README: the CPU-budget command of ``exp`` (rot / nat), seed 0."""
   name = f"{exp}_mnist_cpu_seed0"
+  if exp == "rot":
+    return rot_span(name)
   s = _load(f"{name}.json")["summary"]
-  if exp == "nat":
-    return (
-      f"MSE {s['mse']:.4f} (1 seed); decoded posterior samples keep their "
-      f"class {100 * s['class_consistency']:.0f}% of the time"
-    )
-  return rot_span(name)
+  return (
+    f"MSE {s['mse']:.4f} (1 seed); decoded posterior samples keep their "
+    f"class {100 * s['class_consistency']:.0f}% of the time"
+  )
 
 
 def _seed(name: str) -> int:
@@ -1088,8 +1088,7 @@ def seeds_time(prefix: str) -> str:
     raise ValueError(f"{prefix}: a resumed run's times are those of its last part")
 
   def span(key: str) -> str:
-    low, high = min(s[key] for s in runs), max(s[key] for s in runs)
-    return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}–{high:.0f}"
+    return docs_inference._span([s[key] for s in runs])
 
   return (
     f"{span('train_time_s')} s training + {span('eval_time_s')} s evaluation"

@@ -32,11 +32,16 @@ def operator_drift(run_dir) -> dict:
       f"{run_dir}: a population run; its members draw their own operators, "
       "so the seed's initial state is not theirs (single runs only)"
     )
-  a = np.asarray(start.params["psi"], np.float64).reshape(config.num_ops, -1)
-  b = np.asarray(end.params["psi"], np.float64).reshape(config.num_ops, -1)
+  return {"step": int(end.step), **drift(start.params["psi"], end.params["psi"])}
+
+
+def drift(start_psi, end_psi) -> dict:
+  """Operators ``[M, d, d]`` at the start and end: per operator the norms,
+  the cosine between the two and the relative change."""
+  a = np.asarray(start_psi, np.float64).reshape(len(start_psi), -1)
+  b = np.asarray(end_psi, np.float64).reshape(len(end_psi), -1)
   norm_a, norm_b = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
   return {
-    "step": int(end.step),
     "norm_start": norm_a,
     "norm_end": norm_b,
     "cosine": (a * b).sum(axis=1) / (norm_a * norm_b),

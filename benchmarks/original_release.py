@@ -48,6 +48,7 @@ import original_method as om  # first: pins BLAS threads before NumPy loads
 # isort: split
 
 import numpy as np  # noqa: E402
+import operator_drift  # noqa: E402
 from scipy.io import loadmat  # noqa: E402
 
 from vaells_jax.models.vaells import Model  # noqa: E402
@@ -125,14 +126,12 @@ def ours(run_dir) -> dict:
   )
   psi = np.asarray(state.psi, np.float64)
   attempted, rejected = int(state.psi_attempted), int(state.psi_rejected)
-  drift = {}
+  moved = {}
   if config.population == 1:  # a population's kept member drew its own
-    a = np.asarray(start.psi, np.float64).reshape(len(psi), -1)
-    b = psi.reshape(len(psi), -1)
-    norm_a = np.linalg.norm(a, axis=1)
-    drift = {
-      "start_cosine": (a * b).sum(axis=1) / (norm_a * np.linalg.norm(b, axis=1)),
-      "relative_change": np.linalg.norm(b - a, axis=1) / norm_a,
+    change = operator_drift.drift(start.psi, psi)
+    moved = {
+      "start_cosine": change["cosine"],
+      "relative_change": change["relative_change"],
     }
   return {
     "source": f"ours: {run_dir}",
@@ -153,7 +152,7 @@ def ours(run_dir) -> dict:
     "z_norm": float(
       np.median(np.linalg.norm(pairs["z"].reshape(-1, psi.shape[-1]), axis=1))
     ),
-    **drift,
+    **moved,
   }
 
 
