@@ -899,6 +899,36 @@ def rot_levers_table() -> str:
   return _block(rot_levers.table(_load("rot_mnist_levers.json")["levers"]).split("\n"))
 
 
+ROT_LEVER_KEYS = {  # rot-lever's keys: the summary's name and its format
+  "span": ("rotation_gated_span_degrees", "{:g}°"),
+  "reference": ("reference_rotation_gated_span_degrees", "{:g}°"),
+  "cos": ("reference_cosine", "{:.2f}"),
+  "rejected": ("psi_rejected_steps", "{:g}"),
+}
+
+
+def _lever_values(lever: str, key: str) -> list[str]:
+  seeds = _load("rot_mnist_levers.json")["levers"][lever]["seeds"]
+  name, fmt = ROT_LEVER_KEYS[key]
+  return [fmt.format(seeds[seed][name]) for seed in sorted(seeds, key=int)]
+
+
+def rot_lever(lever: str, key: str) -> str:
+  """docs/experiments-rot-mnist.md: a lever's lowest–highest ``key`` over its
+  seeds (:data:`ROT_LEVER_KEYS`)."""
+  name, fmt = ROT_LEVER_KEYS[key]
+  seeds = _load("rot_mnist_levers.json")["levers"][lever]["seeds"].values()
+  low, high = (fmt.format(f(s[name] for s in seeds)) for f in (min, max))
+  return low if low == high else f"{low}–{high}"
+
+
+def rot_lever_vs(lever: str, base: str = "base") -> str:
+  """docs/experiments-rot-mnist.md: each seed's gated span without and with
+  the lever ("56.5° → 64°, ...")."""
+  pairs = zip(_lever_values(base, "span"), _lever_values(lever, "span"), strict=True)
+  return ", ".join(f"{a} → {b}" for a, b in pairs)
+
+
 def rot_regrid_table() -> str:
   """docs/experiments-rot-mnist.md: finished runs by the frame grid's share
   rule and its speed rule (``rot_regrid.py``)."""
@@ -1274,6 +1304,8 @@ RENDERERS = {
   "release-table": release_table,
   "nat-paper-m8": nat_paper_m8,
   "rot-levers-table": rot_levers_table,
+  "rot-lever": rot_lever,
+  "rot-lever-vs": rot_lever_vs,
   "rot-regrid-table": rot_regrid_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
