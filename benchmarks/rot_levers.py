@@ -51,6 +51,7 @@ LEVERS = {
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
   "latent_scale3": ("--config.latent_scale=3",),  # paper: 10
   "anchors20": ("--config.rotation_anchors=20",),  # 18 degrees apart
+  "net_rate_paper": ("--config.lr_net=1e-4",),  # the CPU budget's is 3e-4
   # the paper's Psi rate cap; the CPU budget's rate is 0.05
   "psi_cap": ("--config.lr_psi=0.008", "--config.max_lr_psi=0.008"),
 }
