@@ -509,6 +509,21 @@ def fit_speed_fresh(name: str = "fit_speed.json") -> str:
   return f"{min(ratios):.2f}–{max(ratios):.2f}×"
 
 
+def fit_speed_modes(name: str = "fit_speed.json") -> str:
+  """docs/devices.md: a started process's fit calls, members in groups
+  from threads against all in one thread, and the same rounds' command."""
+  rounds = _load(name)["rounds"]
+
+  def span(mode: str, key: str = "fit_s") -> str:
+    return docs_inference._span([r[key] for r in rounds if r["mode"] == mode], 1)
+
+  return (
+    f"the groups from threads took {span('started')} s a call against "
+    f"{span('one_thread')} s with all members in one thread (the same rounds' "
+    f"concentric command {span('started', 'concentric_s')} s)"
+  )
+
+
 def fit_time_by_tries() -> str:
   """docs/fit.md: the battery's wall time a call by its number of tries."""
   by_tries: dict[int, list[float]] = {}
@@ -1341,6 +1356,7 @@ RENDERERS = {
   "fit-ellipse-members": fit_ellipse_members,
   "fit-speed-table": fit_speed_table,
   "fit-speed-fresh": fit_speed_fresh,
+  "fit-speed-modes": fit_speed_modes,
   "fit-time-by-tries": fit_time_by_tries,
   "first-command-table": first_command_table,
   "eval-time-table": eval_time_table,
