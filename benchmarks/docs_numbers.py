@@ -922,18 +922,17 @@ ROT_LEVER_KEYS = {  # rot-lever's keys: the summary's name and its format
 }
 
 
-def _lever_values(lever: str, key: str) -> list[str]:
+def _lever_values(lever: str, key: str) -> list:
+  """A lever's ``key`` (:data:`ROT_LEVER_KEYS`) per seed, in seed order."""
   seeds = _load("rot_mnist_levers.json")["levers"][lever]["seeds"]
-  name, fmt = ROT_LEVER_KEYS[key]
-  return [fmt.format(seeds[seed][name]) for seed in sorted(seeds, key=int)]
+  return [seeds[seed][ROT_LEVER_KEYS[key][0]] for seed in sorted(seeds, key=int)]
 
 
 def rot_lever(lever: str, key: str) -> str:
   """docs/experiments-rot-mnist.md: a lever's lowest–highest ``key`` over its
   seeds (:data:`ROT_LEVER_KEYS`)."""
-  name, fmt = ROT_LEVER_KEYS[key]
-  seeds = _load("rot_mnist_levers.json")["levers"][lever]["seeds"].values()
-  low, high = (fmt.format(f(s[name] for s in seeds)) for f in (min, max))
+  values, fmt = _lever_values(lever, key), ROT_LEVER_KEYS[key][1]
+  low, high = fmt.format(min(values)), fmt.format(max(values))
   return low if low == high else f"{low}–{high}"
 
 
@@ -941,7 +940,7 @@ def rot_lever_vs(lever: str, base: str = "base") -> str:
   """docs/experiments-rot-mnist.md: each seed's gated span without and with
   the lever ("56.5° → 64°, ...")."""
   pairs = zip(_lever_values(base, "span"), _lever_values(lever, "span"), strict=True)
-  return ", ".join(f"{a} → {b}" for a, b in pairs)
+  return ", ".join(f"{a:g}° → {b:g}°" for a, b in pairs)
 
 
 def rot_regrid_table() -> str:
