@@ -919,6 +919,7 @@ ROT_LEVER_KEYS = {  # rot-lever's keys: the summary's name and its format
   "reference": ("reference_rotation_gated_span_degrees", "{:g}°"),
   "cos": ("reference_cosine", "{:.2f}"),
   "rejected": ("psi_rejected_steps", "{:g}"),
+  "mse": ("mse", "{:.4f}"),
 }
 
 
@@ -934,6 +935,12 @@ def rot_lever(lever: str, key: str) -> str:
   values, fmt = _lever_values(lever, key), ROT_LEVER_KEYS[key][1]
   low, high = fmt.format(min(values)), fmt.format(max(values))
   return low if low == high else f"{low}–{high}"
+
+
+def rot_lever_each(lever: str, key: str) -> str:
+  """docs/experiments-rot-mnist.md: a lever's ``key`` per seed, in seed order."""
+  fmt = ROT_LEVER_KEYS[key][1]
+  return ", ".join(fmt.format(v) for v in _lever_values(lever, key))
 
 
 def rot_lever_vs(lever: str, base: str = "base") -> str:
@@ -1319,6 +1326,7 @@ RENDERERS = {
   "nat-paper-m8": nat_paper_m8,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
+  "rot-lever-each": rot_lever_each,
   "rot-lever-vs": rot_lever_vs,
   "rot-regrid-table": rot_regrid_table,
   "swiss-dictionary-draws": swiss_dictionary_draws,

@@ -12,7 +12,10 @@ is and an interrupted one resumes, so a rerun continues where it stopped.
 A longer lever (:data:`CONTINUES`) starts from a copy of its shorter
 lever's finished run of the same seed and resumes it to its own
 ``num_steps`` (a resumed run trains exactly as an uninterrupted one);
-``--collect-only`` tabulates the finished runs without starting any.
+``--collect-only`` tabulates the finished runs without starting any. An
+existing ``--out`` file keeps its levers: the finished runs are added to it
+(replacing the same lever and seed), so levers can be measured a few at a
+time.
 ``--jobs=2`` runs two at a time, each on one core with one XLA thread (on
 this 2-core machine two 2 200-step runs train in 723 s, one on both cores
 in 586 s).
@@ -145,6 +148,17 @@ def collect(runs: list, root: pathlib.Path) -> dict:
   return out
 
 
+def merge(before: dict, found: dict) -> dict:
+  """``before``'s levers with ``found``'s finished seeds added or replacing."""
+  out = {k: dict(entry, seeds=dict(entry["seeds"])) for k, entry in before.items()}
+  for lever, entry in found.items():
+    out.setdefault(lever, {"flags": entry["flags"], "seeds": {}})
+    if out[lever]["flags"] != entry["flags"]:
+      raise SystemExit(f"{lever}: flags {entry['flags']} differ from the file's")
+    out[lever]["seeds"].update(entry["seeds"])
+  return out
+
+
 def table(levers: dict) -> str:
   """Markdown: per lever each seed's gated span and the median over seeds."""
   rows = [
@@ -180,7 +194,7 @@ def main(argv=None) -> dict:
   parser.add_argument(
     "--levers",
     default="base,channels96,latent20,base_long,latent20_long,all_anchors,anchors5,"
-    "prior_weight",
+    "prior_weight,latent_scale3,anchors20,net_rate_paper,psi_cap",
   )
   parser.add_argument("--seeds", default="0-2", type=seed_range)
   parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))
@@ -199,12 +213,16 @@ def main(argv=None) -> dict:
   args.root.mkdir(parents=True, exist_ok=True)
   if not args.collect_only:
     run_all(runs, args.root, args.data_dir, args.jobs)
+  found = collect(runs, args.root)
+  if args.out and args.out.exists():  # keep the levers measured before
+    found = merge(json.loads(args.out.read_text())["levers"], found)
   given = sys.argv[1:] if argv is None else argv
-  flags = " ".join(a for a in given if a != "--collect-only")
+  flags = [a for a in given if a != "--collect-only" and not a.startswith("--levers")]
+  flags = " ".join([f"--levers={','.join(found)}", *flags])
   result = {
     "command": f"python benchmarks/rot_levers.py {flags}",
     "machine": f"{os.cpu_count()}-core CPU, {platform.machine()}",
-    "levers": collect(runs, args.root),
+    "levers": found,
   }
   print(table(result["levers"]))
   if args.out:

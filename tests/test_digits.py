@@ -469,3 +469,25 @@ def test_rot_levers_continue_a_finished_shorter_run(tmp_path, monkeypatch):
   rot_levers.run_all([("base", 0), ("base_long", 0)], tmp_path, "D", 1)
   (cmd,) = started
   assert cmd[-2:] == ["--config.num_steps=2800", "--resume"]
+
+
+def test_rot_levers_add_to_the_levers_measured_before(tmp_path):
+  """New levers and seeds join an existing results file; a lever whose
+  flags changed is refused rather than mixed."""
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_levers
+
+  before = {
+    "base": {"flags": [], "seeds": {"0": {"a": 1}, "1": {"a": 2}}},
+    "latent20": {"flags": ["--config.latent_dim=20"], "seeds": {"0": {"a": 3}}},
+  }
+  found = {
+    "base": {"flags": [], "seeds": {"1": {"a": 5}}},
+    "psi_cap": {"flags": ["--x=1"], "seeds": {"0": {"a": 4}}},
+  }
+  merged = rot_levers.merge(before, found)
+  assert list(merged) == ["base", "latent20", "psi_cap"]
+  assert merged["base"]["seeds"] == {"0": {"a": 1}, "1": {"a": 5}}
+  assert before["base"]["seeds"]["1"] == {"a": 2}  # the input is left as it was
+  with pytest.raises(SystemExit, match="latent20"):
+    rot_levers.merge(before, {"latent20": {"flags": [], "seeds": {}}})

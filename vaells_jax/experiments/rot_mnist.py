@@ -32,10 +32,9 @@ def get_config(budget: str = "paper") -> Config:
   # iterations); 25 x 10 importance samples (each needs 11 inferences at
   # d = 10, slow on a CPU: 100 x 20 took over 25 minutes). The Psi rate is
   # 0.05 from the start (paper: 1e-5 growing to a cap of 0.008 over ~3 750
-  # Psi steps): with the paper's cap, 140 steps left Psi near its random
-  # start (|Psi|_F 0.100; |cos| 0.42 with the reference rotation operator,
-  # rotation span 48 degrees); at 0.05 it becomes the rotation
-  # (docs/experiments-rot-mnist-ungated.md).
+  # Psi steps): with the paper's cap, 140 steps leave Psi near its random
+  # start, at 0.05 it becomes the rotation (levers psi_cap and base in
+  # docs/experiments-rot-mnist.md#gated-span-on-the-papers-split).
   return digits.for_budget(
     budget,
     paper,
