@@ -956,6 +956,35 @@ def rot_regrid_table() -> str:
   return _block(rot_regrid.table(_load("rot_mnist_regrid.json")["runs"]).split("\n"))
 
 
+def _scheduler_steps() -> dict:
+  """``{(experiment, phase): {setting: fastest step s over rounds}}`` of
+  ``step_phases.py --scheduler-rounds``."""
+  out = {}
+  for r in _load("xla_scheduler.json")["rounds"]:
+    for name, phases in r["experiments"].items():
+      for phase, forms in phases.items():
+        best = out.setdefault((name, phase), {})
+        t = forms["phased"]["step_s"]
+        best[r["scheduler"]] = min(best.get(r["scheduler"], t), t)
+  return out
+
+
+def scheduler_step(name: str) -> str:
+  """docs/reliability.md: an experiment's step with the package's scheduler
+  setting (off), lowest–highest over its phases."""
+  steps = _scheduler_steps()
+  ms = [1e3 * t["false"] for (n, _), t in steps.items() if n == name]
+  fmt = "{:.1f}" if max(ms) < 100 else "{:.0f}"
+  return f"{fmt.format(min(ms))}–{fmt.format(max(ms))} ms"
+
+
+def scheduler_ratio() -> str:
+  """docs/reliability.md: the step with the scheduler on over the step with
+  it off, lowest–highest over experiments and phases."""
+  ratios = [t["true"] / t["false"] for t in _scheduler_steps().values()]
+  return f"{min(ratios):.2f}–{max(ratios):.2f}×"
+
+
 def concentric_default_rate() -> str:
   """README, docs: the concentric default's rate over its fresh seeds
   (``seed_rates.py``)."""
@@ -1329,6 +1358,8 @@ RENDERERS = {
   "rot-lever-each": rot_lever_each,
   "rot-lever-vs": rot_lever_vs,
   "rot-regrid-table": rot_regrid_table,
+  "scheduler-step": scheduler_step,
+  "scheduler-ratio": scheduler_ratio,
   "swiss-dictionary-draws": swiss_dictionary_draws,
   "swiss-k16-members": swiss_k16_members,
   "swiss-eight-failures": swiss_eight_failures,

@@ -1,5 +1,6 @@
 """Importance-sampled log-likelihood: the estimator and every constant."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -188,3 +189,25 @@ def test_import_turns_off_the_concurrent_cpu_scheduler_unless_named():
       check=True,
     ).stdout.strip()
     assert out == expected
+
+
+@pytest.mark.whole_run  # subprocesses
+def test_step_times_compared_with_the_scheduler_off_and_on(tmp_path, monkeypatch):
+  """``benchmarks/step_phases.py --scheduler-rounds`` times the step in fresh
+  processes, the scheduler flag alternating and no other setting of it left
+  in ``XLA_FLAGS``."""
+  import step_phases
+
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=x")
+  out = tmp_path / "s.json"
+  step_phases.main(
+    ["--experiments=concentric", "--forms=phased", "--repeats=1"]
+    + ["--scheduler-rounds=1", f"--out={out}"]
+  )
+  record = json.loads(out.read_text())
+  assert record["command"].endswith("--scheduler-rounds=1 --out=" + str(out))
+  assert [r["scheduler"] for r in record["rounds"]] == ["false", "true"]
+  for r in record["rounds"]:
+    (phases,) = r["experiments"].values()
+    assert {form for forms in phases.values() for form in forms} == {"phased"}
+    assert all(t["phased"]["step_s"] > 0 for t in phases.values())
