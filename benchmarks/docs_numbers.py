@@ -1101,6 +1101,14 @@ def nat_paper_m8() -> str:
   )
 
 
+def nat_paper_m8_ll_gap() -> str:
+  """docs/experiments-nat-mnist.md: how far nat_mnist ``M = 8``'s paper-budget
+  log-likelihood lies from paper table 1's (−731.91), in percent."""
+  ll = _load("nat_mnist_paper_m8_full_seed0.json")["summary"]["log_likelihood"]
+  gap = 100 * (ll + 731.91) / 731.91
+  return f"{abs(gap):.1f}% {'above' if gap > 0 else 'below'}"
+
+
 def run_time(name: str) -> str:
   """README, docs: a finished run's times (``docs/results/<name>.json``)."""
   return _run_time(_load(f"{name}.json")["summary"])
@@ -1353,6 +1361,7 @@ RENDERERS = {
   "nat-runs-table": nat_runs_table,
   "release-table": release_table,
   "nat-paper-m8": nat_paper_m8,
+  "nat-paper-m8-ll-gap": nat_paper_m8_ll_gap,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
   "rot-lever-each": rot_lever_each,
