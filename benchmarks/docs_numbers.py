@@ -1055,9 +1055,10 @@ def nat_runs_table(*names: str) -> str:
   return _block(rows)
 
 
-def release_table(name: str) -> str:
+def release_table(*names: str) -> str:
   """docs/experiments-nat-mnist.md: the authors' released model beside ours
-  (``docs/results/<name>.json`` of ``original_release.py``)."""
+  (``docs/results/<name>.json`` of ``original_release.py``; the release's
+  row once)."""
   span = docs_inference._span
   rows = [
     "| model | `‖Psi_m‖_F` (initial draw) | symmetric share | cosine "
@@ -1065,7 +1066,10 @@ def release_table(name: str) -> str:
     "start → end | anchor `‖c‖_1`: median, 95%, max | median `‖z‖` |",
     "|---|---|---|---|---|---|---|---|",
   ]
-  for r in _load(f"{name}.json"):
+  released = [r for n in names for r in _load(f"{n}.json") if "seed" not in r]
+  if any(r != released[0] for r in released):
+    raise ValueError(f"{names}: the authors' release differs between files")
+  for r in released[:1] + [r for n in names for r in _load(f"{n}.json") if "seed" in r]:
     who = "ours" if "seed" in r else "the authors' release"
     source = f"{who}, `M = {len(r['norms'])}`, {docs_inference._n(r['steps'])} steps"
     cosine = span(r["start_cosine"], 4) if "start_cosine" in r else "—"
@@ -1090,19 +1094,26 @@ def _run_time(s: dict) -> str:
   )
 
 
-def _paper_m8() -> dict:
-  """Paper table 1's ``M = 8``, ``N_a = 8`` entry (``log_likelihood``, ``mse``)."""
+def _nat_paper(m: str) -> tuple[dict, dict]:
+  """nat_mnist ``M = m`` at the paper's budget on the paper's split (its
+  summary) and paper table 1's ``M = m``, ``N_a = 8`` entry."""
   from vaells_jax.runs.sensitivity import PAPER_TABLE1
 
-  return PAPER_TABLE1[(8, 8)]
+  run = _load(f"nat_mnist_paper_m{m}_full_seed0.json")["summary"]
+  return run, PAPER_TABLE1[(int(m), 8)]
 
 
-def nat_paper_m8() -> str:
-  """README, docs: nat_mnist ``M = 8`` at the paper's budget on the paper's
-  split beside paper table 1 (``M = 8``, ``N_a = 8``)."""
-  s, paper = _load("nat_mnist_paper_m8_full_seed0.json")["summary"], _paper_m8()
+def nat_paper(m: str) -> str:
+  """README, docs: nat_mnist ``M = m`` at the paper's budget on the paper's
+  split beside paper table 1 (``M = m``, ``N_a = 8``)."""
+  s, paper = _nat_paper(m)
   ll = docs_baselines._fmt(s["log_likelihood"])
-  paper_ll = f"{paper['log_likelihood']:g}".replace("-", "−")
+  mantissa, _, exponent = f"{paper['log_likelihood']:g}".partition("e+")
+  if exponent:  # -1.169e+06 as paper table 1 prints it: −1.169 × 10⁶
+    mantissa += " × 10" + str(int(exponent)).translate(
+      str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+    )
+  paper_ll = mantissa.replace("-", "−")
   return (
     f"MSE {s['mse']:.4f} (paper: {paper['mse']:g}); log-likelihood {ll} "
     f"(paper: {paper_ll}; "
@@ -1110,12 +1121,13 @@ def nat_paper_m8() -> str:
   )
 
 
-def nat_paper_m8_ll_gap() -> str:
-  """docs/experiments-nat-mnist.md: how far nat_mnist ``M = 8``'s paper-budget
+def nat_paper_ll_gap(m: str) -> str:
+  """docs/experiments-nat-mnist.md: how far nat_mnist ``M = m``'s paper-budget
   log-likelihood lies from paper table 1's, in percent."""
-  ll = _load("nat_mnist_paper_m8_full_seed0.json")["summary"]["log_likelihood"]
-  paper = _paper_m8()["log_likelihood"]
-  gap = 100 * (ll - paper) / abs(paper)
+  s, paper = _nat_paper(m)
+  gap = (
+    100 * (s["log_likelihood"] - paper["log_likelihood"]) / abs(paper["log_likelihood"])
+  )
   return f"{abs(gap):.1f}% {'above' if gap > 0 else 'below'}"
 
 
@@ -1370,8 +1382,8 @@ RENDERERS = {
   "run-time": run_time,
   "nat-runs-table": nat_runs_table,
   "release-table": release_table,
-  "nat-paper-m8": nat_paper_m8,
-  "nat-paper-m8-ll-gap": nat_paper_m8_ll_gap,
+  "nat-paper": nat_paper,
+  "nat-paper-ll-gap": nat_paper_ll_gap,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
   "rot-lever-each": rot_lever_each,
