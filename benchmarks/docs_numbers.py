@@ -1066,10 +1066,11 @@ def release_table(*names: str) -> str:
     "start → end | anchor `‖c‖_1`: median, 95%, max | median `‖z‖` |",
     "|---|---|---|---|---|---|---|---|",
   ]
-  released = [r for n in names for r in _load(f"{n}.json") if "seed" not in r]
+  loaded = [r for n in names for r in _load(f"{n}.json")]
+  released = [r for r in loaded if "seed" not in r]
   if any(r != released[0] for r in released):
     raise ValueError(f"{names}: the authors' release differs between files")
-  for r in released[:1] + [r for n in names for r in _load(f"{n}.json") if "seed" in r]:
+  for r in released[:1] + [r for r in loaded if "seed" in r]:
     who = "ours" if "seed" in r else "the authors' release"
     source = f"{who}, `M = {len(r['norms'])}`, {docs_inference._n(r['steps'])} steps"
     cosine = span(r["start_cosine"], 4) if "start_cosine" in r else "—"
