@@ -249,6 +249,7 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
   assert all(f <= 1 for f in written["operator_reach_at_end"])
   assert 0 <= written["operator_reach_start_class_kept"] <= 1
   assert written["operator_reach_eval_time_s"] > 0
+  assert 0 < written["log_likelihood_eval_time_s"] < written["eval_time_s"]
   table = [
     row
     for row in (tmp_path / "summary.md").read_text().splitlines()

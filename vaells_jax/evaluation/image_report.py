@@ -127,6 +127,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   }
 
   num = min(cfg.eval_ll_points, len(x_in))
+  ll_start = time.perf_counter()
   ll, elbo = importance_log_likelihood(
     model,
     params,
@@ -139,6 +140,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     elbo=float(elbo.mean()),
     log_likelihood_points=num,
     log_likelihood_samples=cfg.eval_ll_samples,
+    log_likelihood_eval_time_s=time.perf_counter() - ll_start,
   )
 
   # One upright test digit per class, moved along each operator.
