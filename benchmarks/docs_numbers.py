@@ -1132,6 +1132,38 @@ def nat_paper_ll_gap(m: str) -> str:
   return f"{abs(gap):.1f}% {'above' if gap > 0 else 'below'}"
 
 
+def ll_iterations_table(name: str) -> str:
+  """docs/experiments-nat-mnist.md: a run's log-likelihood recomputed with
+  several solver caps (``benchmarks/ll_iterations.py``)."""
+  r = _load(f"{name}.json")
+  first = r["rows"][0]
+  rows = [
+    f"| cap (`inference_max_iter`) | log-likelihood ({r['points']} × "
+    f"{r['samples']}) | ELBO | posterior / prior pairs stopped by the cap "
+    f"| time (× cap {first['cap']}) |",
+    "|---|---|---|---|---|",
+  ]
+  for row in r["rows"]:
+    own = " (the run's)" if row["cap"] == r["run_cap"] else ""
+    rows.append(
+      f"| {row['cap']}{own} | {docs_baselines._fmt(row['log_likelihood'])} | "
+      f"{docs_baselines._fmt(row['elbo'])} | {row['posterior_pairs_at_cap']:.0%} "
+      f"/ {row['prior_pairs_at_cap']:.1%} | {row['time_s']:.0f} s "
+      f"({row['time_s'] / first['time_s']:.1f}×) |"
+    )
+  return _block(rows)
+
+
+def ll_iterations_gap(name: str) -> str:
+  """docs/experiments-nat-mnist.md: how far the run's cap leaves its
+  log-likelihood below the longest cap's, in nats and percent."""
+  r = _load(f"{name}.json")
+  own = next(row for row in r["rows"] if row["cap"] == r["run_cap"])
+  longest = max(r["rows"], key=lambda row: row["cap"])
+  gap = longest["log_likelihood"] - own["log_likelihood"]
+  return f"{gap:.1f} nats ({100 * gap / abs(longest['log_likelihood']):.1f}%)"
+
+
 def run_time(name: str) -> str:
   """README, docs: a finished run's times (``docs/results/<name>.json``)."""
   return _run_time(_load(f"{name}.json")["summary"])
@@ -1385,6 +1417,8 @@ RENDERERS = {
   "release-table": release_table,
   "nat-paper": nat_paper,
   "nat-paper-ll-gap": nat_paper_ll_gap,
+  "ll-iterations-table": ll_iterations_table,
+  "ll-iterations-gap": ll_iterations_gap,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
   "rot-lever-each": rot_lever_each,

@@ -267,6 +267,26 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
   ):
     assert np.isfinite(summary[key]), key
   assert summary["log_likelihood"] >= summary["elbo"]
+
+  # benchmarks/ll_iterations.py at the run's own cap recomputes the run's
+  # log-likelihood and ELBO from the saved run.
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import ll_iterations
+
+  result = ll_iterations.measure(tmp_path, config.eval_ll_points, [3, 20])
+  own, longer = result["rows"]
+  assert result["run_cap"] == 3 and result["points"] == config.eval_ll_points
+  assert own["log_likelihood"] == pytest.approx(summary["log_likelihood"], rel=1e-9)
+  assert own["elbo"] == pytest.approx(summary["elbo"], rel=1e-9)
+  # A pair the longer cap stops was stopped by the shorter one too.
+  for part in ("posterior", "prior"):
+    assert own[f"{part}_pairs_at_cap"] >= longer[f"{part}_pairs_at_cap"]
+  assert longer["log_likelihood"] != own["log_likelihood"]
+  for row in result["rows"]:
+    for part in ("posterior", "prior"):
+      assert 0 <= row[f"{part}_pairs_at_cap"] <= 1
+  with pytest.raises(ValueError, match="--points"):
+    ll_iterations.measure(tmp_path, 0, [3])
   for name in (
     "latent_by_class.png",
     "posterior_samples.png",
