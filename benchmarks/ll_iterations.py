@@ -38,6 +38,8 @@ def measure(workdir, points: int, caps) -> dict:
   from vaells_jax.models.vaells import Model, infer_step_coefficients
 
   trained = api.load(workdir)
+  if not isinstance(trained, api.TrainedVAELLS) or trained.config.network != "conv":
+    raise ValueError(f"{workdir} is not a VAELLS run on digits (rot/nat_mnist).")
   data, cfg, params = trained.data, trained.config, trained.params
   if not 0 < points <= len(data.x_test):
     raise ValueError(f"--points must lie in 1..{len(data.x_test)}, got {points}.")

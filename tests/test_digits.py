@@ -287,6 +287,13 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
       assert 0 <= row[f"{part}_pairs_at_cap"] <= 1
   with pytest.raises(ValueError, match="--points"):
     ll_iterations.measure(tmp_path, 0, [3])
+  from vaells_jax import api
+
+  trained = api.load(tmp_path)
+  mlp = dataclasses.replace(trained.config, network="mlp")
+  monkeypatch.setattr(api, "load", lambda _: dataclasses.replace(trained, config=mlp))
+  with pytest.raises(ValueError, match="not a VAELLS run on digits"):
+    ll_iterations.measure(tmp_path, 1, [3])
   for name in (
     "latent_by_class.png",
     "posterior_samples.png",
