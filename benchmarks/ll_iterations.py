@@ -7,14 +7,15 @@ The log-likelihood (``vaells_jax/evaluation/likelihood.py``) weighs each
 posterior sample by the densities of the coefficients inferred between it
 and its anchors, solved with the run's ``inference_max_iter`` (the training
 steps' cap; the reference code's evaluation runs its 50 CG iterations).
-A solve stopped by the cap lowers ``log p(w)``, so the estimate is too low
-by what the missing iterations would add. For a finished run this script
-recomputes the first ``--points`` test points of the run's own evaluation
-(same presented inputs, same keys, same chunks of 25 points) with each cap
-in ``--caps`` and reports, per cap: the mean log-likelihood and ELBO of
-those points, the share of posterior and prior pairs the cap stopped
-(``num_iter == cap``), and the time. At the run's own cap the numbers are
-the run's (``tests/test_digits.py`` checks this against ``summary.json``).
+An anchor's solve stopped early by the cap lowers ``log p(w)`` and so the
+estimate; a posterior one lowers ``log q(w | x)`` and so raises it. For a
+finished run this script recomputes the first ``--points`` test points of
+the run's own evaluation (same presented inputs, same keys, same chunks of
+25 points) with each cap in ``--caps`` and reports, per cap: the mean
+log-likelihood and ELBO of those points, the share of posterior and prior
+pairs the cap stopped (``num_iter == cap``), and the time. At the run's
+own cap the numbers are the run's (``tests/test_digits.py`` checks this
+against ``summary.json``).
 """
 
 from __future__ import annotations
