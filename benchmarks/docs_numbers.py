@@ -1164,6 +1164,22 @@ def ll_iterations_gap(name: str) -> str:
   return f"{gap:.1f} nats ({100 * gap / abs(longest['log_likelihood']):.1f}%)"
 
 
+def ll_iterations_protocol(name: str, run: str) -> str:
+  """docs/experiments-nat-mnist.md: a longer cap's log-likelihood over a
+  run's whole protocol (``ll_iterations.py``) beside the run's own."""
+  r, s = _load(f"{name}.json"), _load(f"{run}.json")["summary"]
+  if r["points"] != s["log_likelihood_points"]:
+    raise ValueError(f"{name} covers {r['points']} points, {run} its protocol's")
+  (row,) = r["rows"]
+  gap = row["log_likelihood"] - s["log_likelihood"]
+  return (
+    f"{docs_baselines._fmt(row['log_likelihood'])} with {row['cap']} "
+    f"iterations against the run's {docs_baselines._fmt(s['log_likelihood'])} "
+    f"({gap:+.1f} nats, {100 * gap / abs(s['log_likelihood']):+.1f}%; "
+    f"{row['time_s'] / 60:.0f} min)"
+  )
+
+
 def run_time(name: str) -> str:
   """README, docs: a finished run's times (``docs/results/<name>.json``)."""
   return _run_time(_load(f"{name}.json")["summary"])
@@ -1419,6 +1435,7 @@ RENDERERS = {
   "nat-paper-ll-gap": nat_paper_ll_gap,
   "ll-iterations-table": ll_iterations_table,
   "ll-iterations-gap": ll_iterations_gap,
+  "ll-iterations-protocol": ll_iterations_protocol,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
   "rot-lever-each": rot_lever_each,
