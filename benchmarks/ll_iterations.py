@@ -36,7 +36,7 @@ def measure(workdir, points: int, caps) -> dict:
   """``{"points", "samples", "run_cap", "rows": [per cap]}`` (module docstring)."""
   from vaells_jax import api
   from vaells_jax.evaluation import likelihood
-  from vaells_jax.models.vaells import Model, infer_step_coefficients
+  from vaells_jax.models.vaells import Model
 
   trained = api.load(workdir)
   if not isinstance(trained, api.TrainedVAELLS) or trained.config.network != "conv":
@@ -52,10 +52,6 @@ def measure(workdir, points: int, caps) -> dict:
     "x": x_in[:points],
     "source": {"x": x_orig[:points], "label": np.asarray(data.labels_test)[:points]},
   }
-  pad = -points % CHUNK
-  batch = jax.tree_util.tree_map(
-    lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), batch
-  )
   rows = []
   for cap in caps:
     model = Model.create(
@@ -63,18 +59,12 @@ def measure(workdir, points: int, caps) -> dict:
     )
     start = time.perf_counter()
     log_w, stopped = [], {"posterior": [], "prior": []}
-    for i in range(0, points + pad, CHUNK):
-      chunk = jax.tree_util.tree_map(lambda a, i=i: a[i : i + CHUNK], batch)
-      # likelihood._chunk_log_weights, keeping the solves' iteration counts.
-      key = jax.random.fold_in(k_ll, i // CHUNK)
-      samples = jax.tree_util.tree_map(
-        np.asarray,
-        likelihood._jit_samples(model, params, chunk, key, cfg.eval_ll_samples),
+    for i, chunk in likelihood._chunks(batch, CHUNK):
+      total, inferred = likelihood._chunk_log_weights(
+        model, params, chunk, jax.random.fold_in(k_ll, i), cfg.eval_ll_samples
       )
-      inferred = infer_step_coefficients(model, params["psi"], *samples)
-      total = likelihood._jit_total(model, params, chunk, samples, inferred)
       log_w.append(np.asarray(total, np.float64))
-      keep = min(CHUNK, points - i)  # not the padding
+      keep = min(CHUNK, points - i * CHUNK)  # not the padding
       for part in stopped:
         num_iter = np.asarray(getattr(inferred, part).num_iter)[:keep]
         stopped[part].append(num_iter >= cap)

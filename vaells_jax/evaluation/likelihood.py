@@ -133,16 +133,34 @@ _jit_total = jax.jit(lambda *args: _terms(*args).total, static_argnums=0)
 
 
 def _chunk_log_weights(model, params, batch, key, num_samples):
-  """``log_weights(...).total`` as two jitted programs around the inference,
-  which compiles apart (``infer_coefficients``'s own jit), so that other solves
-  of the same number of pairs (:func:`solve_pairs`) reuse its program."""
+  """``(log_weights(...).total, the inference)`` as two jitted programs around
+  the inference, which compiles apart (``infer_coefficients``'s own jit), so
+  that other solves of the same number of pairs (:func:`solve_pairs`) reuse
+  its program."""
   # On the host: jit compiles apart for arguments committed to a device (a
   # jitted function's outputs) and uncommitted ones (the report's solves).
   samples = jax.tree_util.tree_map(
     np.asarray, _jit_samples(model, params, batch, key, num_samples)
   )
   inferred = infer_step_coefficients(model, params["psi"], *samples)
-  return _jit_total(model, params, batch, samples, inferred)
+  return _jit_total(model, params, batch, samples, inferred), inferred
+
+
+def _chunks(batch, chunk_size: int):
+  """``(index, chunk)`` of ``batch`` in chunks of ``chunk_size`` points, the
+  last padded by repeating its last point."""
+  num = batch["x"].shape[0]
+  pad = -num % chunk_size
+  padded = jax.tree_util.tree_map(
+    lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), batch
+  )
+  for i, start in enumerate(range(0, num + pad, chunk_size)):
+    yield (
+      i,
+      jax.tree_util.tree_map(
+        lambda a, start=start: a[start : start + chunk_size], padded
+      ),
+    )
 
 
 def solve_pairs(model: Model, num_anchors: int, num_samples: int, chunk_size: int):
@@ -173,23 +191,11 @@ def importance_log_likelihood(
   Returns:
     ``(log_likelihood [P], elbo [P])`` as float64 NumPy arrays.
   """
-  num = batch["x"].shape[0]
-  pad = -num % chunk_size
-  padded = jax.tree_util.tree_map(
-    lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), batch
-  )
   out = []
-  for i, start in enumerate(range(0, num + pad, chunk_size)):
-    chunk = jax.tree_util.tree_map(
-      lambda a, start=start: a[start : start + chunk_size], padded
+  for i, chunk in _chunks(batch, chunk_size):
+    total, _ = _chunk_log_weights(
+      model, params, chunk, jax.random.fold_in(key, i), num_samples
     )
-    out.append(
-      np.asarray(
-        _chunk_log_weights(
-          model, params, chunk, jax.random.fold_in(key, i), num_samples
-        ),
-        np.float64,
-      )
-    )
-  log_w = np.concatenate(out)[:num]
+    out.append(np.asarray(total, np.float64))
+  log_w = np.concatenate(out)[: batch["x"].shape[0]]
   return np.asarray(_jit_iwae_bound(log_w)), log_w.mean(axis=-1)
