@@ -1055,6 +1055,59 @@ def nat_runs_table(*names: str) -> str:
   return _block(rows)
 
 
+def nat_seeds_table(name: str) -> str:
+  """docs/experiments-nat-mnist.md: nat_mnist's numbers seed by seed
+  (``benchmarks/nat_seeds.py``), then their median and range."""
+  span, fmt = docs_inference._span, docs_baselines._fmt
+  seeds = _load(f"{name}.json")["seeds"]
+  first = next(iter(seeds.values()))
+  rows = [
+    f"| seed | MSE | log-likelihood ({first['log_likelihood_points']} × "
+    f"{first['log_likelihood_samples']}) | ELBO | knn acc. | class consistency | "
+    "reach, RMS | directions of the input's class at the range's end | "
+    "`Psi` steps refused | training |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for seed, s in seeds.items():
+    rows.append(
+      f"| {seed} | {s['mse']:.4f} | {fmt(s['log_likelihood'])} | {fmt(s['elbo'])} "
+      f"| {s['knn_class_accuracy']:.3f} | {s['class_consistency']:.3f} | "
+      f"{span(s['operator_reach_rms'], 2)} | "
+      f"{span([100 * x for x in s['operator_reach_at_end']])}% | "
+      f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} | "
+      f"{s['train_time_s']:.0f} s |"
+    )
+
+  def spread(key, digits=None, scale=1.0, unit=""):  # over seeds (and operators)
+    values = [scale * v for s in seeds.values() for v in np.ravel(s[key])]
+    mid, low, high = statistics.median(values), min(values), max(values)
+
+    def show(v):
+      return (fmt(v) if digits is None else f"{v:.{digits}f}") + unit
+
+    return f"{show(mid)} ({show(low)} – {show(high)})"
+
+  refused = statistics.median(s["psi_rejected_steps"] for s in seeds.values())
+  rows.append(
+    f"| median (lowest – highest) | **{spread('mse', 4)}** | "
+    f"**{spread('log_likelihood')}** | {spread('elbo')} | "
+    f"{spread('knn_class_accuracy', 3)} | **{spread('class_consistency', 3)}** | "
+    f"{spread('operator_reach_rms', 2)} | "
+    f"{spread('operator_reach_at_end', 0, 100, '%')} | "
+    f"{refused:g} of {first['psi_attempted_steps']} | "
+    f"{statistics.median(s['train_time_s'] for s in seeds.values()):.0f} s |"
+  )
+  return _block(rows)
+
+
+def nat_seeds_range(name: str, key: str, digits: str = "") -> str:
+  """docs/experiments-nat-mnist.md: the lowest and highest of a number of
+  ``nat_seeds.py``'s runs (``digits`` decimals, or the docs' own format)."""
+  values = [s[key] for s in _load(f"{name}.json")["seeds"].values()]
+  show = docs_baselines._fmt if digits == "" else (lambda v: f"{v:.{digits}f}")
+  return f"{show(min(values))} to {show(max(values))}"
+
+
 def release_table(*names: str) -> str:
   """docs/experiments-nat-mnist.md: the authors' released model beside ours
   (``docs/results/<name>.json`` of ``original_release.py``; the release's
@@ -1436,6 +1489,8 @@ RENDERERS = {
   "ll-iterations-table": ll_iterations_table,
   "ll-iterations-gap": ll_iterations_gap,
   "ll-iterations-protocol": ll_iterations_protocol,
+  "nat-seeds-table": nat_seeds_table,
+  "nat-seeds-range": nat_seeds_range,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
   "rot-lever-each": rot_lever_each,

@@ -109,8 +109,11 @@ def _start(cmd: list, log: pathlib.Path, core: int | None) -> subprocess.Popen:
   return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
-def run_all(runs: list, root: pathlib.Path, data_dir: str, jobs: int) -> None:
-  """Runs ``(lever, seed)`` pairs without a summary, ``jobs`` at a time."""
+def run_all(
+  runs: list, root: pathlib.Path, data_dir: str, jobs: int, command=_command
+) -> None:
+  """Runs ``(lever, seed)`` pairs without a summary, ``jobs`` at a time;
+  ``command(lever, seed, workdir, data_dir)`` is each run's command line."""
   todo = [r for r in runs if not (_workdir(root, *r) / "summary.json").exists()]
   running = {}  # core -> (process, run)
   while todo or running:
@@ -123,7 +126,7 @@ def run_all(runs: list, root: pathlib.Path, data_dir: str, jobs: int) -> None:
           if (shorter / "summary.json").exists():
             ignore = shutil.ignore_patterns("summary.*", "*.png", ".lock")
             shutil.copytree(shorter, workdir, ignore=ignore)
-        cmd = _command(lever, seed, workdir, data_dir)
+        cmd = command(lever, seed, workdir, data_dir)
         print(" ".join(cmd[1:]), flush=True)
         log = workdir.with_suffix(".log")
         running[core] = (_start(cmd, log, core if jobs > 1 else None), (lever, seed))

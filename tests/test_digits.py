@@ -519,3 +519,75 @@ def test_rot_levers_add_to_the_levers_measured_before(tmp_path):
   assert before["base"]["seeds"]["1"] == {"a": 2}  # the input is left as it was
   with pytest.raises(SystemExit, match="latent20"):
     rot_levers.merge(before, {"latent20": {"flags": [], "seeds": {}}})
+
+
+def test_nat_seeds_runs_each_seed_once_and_tabulates(tmp_path, monkeypatch):
+  """Each seed runs the CPU-budget command with the extra config arguments
+  (an interrupted one resumes, a finished one is read), the results keep
+  what the docs' table renders, and a non-config argument is refused."""
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import docs_numbers
+  import nat_seeds
+  import rot_levers
+
+  (tmp_path / "nat_s1").mkdir()
+  (tmp_path / "nat_s1" / "config.json").write_text("{}")  # stopped: resumes
+  started = []
+
+  class Done:
+    returncode = 0
+
+    def poll(self):
+      return 0
+
+  def fake_start(cmd, log, core):
+    started.append(cmd)
+    workdir = pathlib.Path(next(a for a in cmd if a.startswith("--workdir="))[10:])
+    workdir.mkdir(exist_ok=True)
+    seed = int(workdir.name.removeprefix("nat_s"))
+    summary = {k: 1.0 for k in nat_seeds.KEYS} | {
+      "mse": 0.02 + seed / 1000,
+      "log_likelihood": -3000.0 - seed,
+      "operator_reach_rms": [0.1, 0.2],
+      "operator_reach_at_end": [0.8, 0.9],
+      "psi_rejected_steps": seed,
+      "psi_attempted_steps": 300,
+      "log_likelihood_points": 100,
+      "log_likelihood_samples": 20,
+    }
+    (workdir / "summary.json").write_text(json.dumps(summary))
+    return Done()
+
+  monkeypatch.setattr(rot_levers, "_start", fake_start)
+  monkeypatch.setattr(rot_levers.time, "sleep", lambda s: None)
+  out = tmp_path / "seeds.json"
+  argv = ["--seeds=0-2", f"--root={tmp_path}", f"--out={out}", "--data-dir=D"]
+  result = nat_seeds.main([*argv, "--config.num_ops=8"])
+  assert [c[2:] for c in started] == [
+    [
+      "--exp=nat_mnist",
+      "--budget=cpu",
+      "--data-dir=D",
+      f"--workdir={tmp_path / f'nat_s{s}'}",
+      f"--config.seed={s}",
+      "--config.num_ops=8",
+      *["--resume"] * (s == 1),
+    ]
+    for s in range(3)
+  ]
+  assert result["run"].endswith("--config.seed=S --config.num_ops=8")
+  assert list(result["seeds"]) == ["0", "1", "2"]
+  nat_seeds.main(argv)  # all finished: nothing starts again
+  assert len(started) == 3
+  with pytest.raises(SystemExit):
+    nat_seeds.main([*argv, "--num_ops=8"])
+
+  monkeypatch.setattr(docs_numbers, "RESULTS", tmp_path)
+  lines = docs_numbers.nat_seeds_table("seeds").strip().splitlines()
+  assert lines[0].startswith("| seed | MSE | log-likelihood (100 × 20) |")
+  assert lines[3].startswith("| 1 | 0.0210 | −3 001 |")
+  assert lines[-1].startswith(
+    "| median (lowest – highest) | **0.0210 (0.0200 – 0.0220)** | "
+    "**−3 001 (−3 002 – −3 000)** |"
+  )
+  assert "| 0.15 (0.10 – 0.20) | 85% (80% – 90%) | 1 of 300 |" in lines[-1]
