@@ -1055,28 +1055,19 @@ def nat_runs_table(*names: str) -> str:
   return _block(rows)
 
 
-def nat_seeds_table(name: str) -> str:
-  """docs/experiments-nat-mnist.md: nat_mnist's numbers seed by seed
-  (``benchmarks/nat_seeds.py``), then their median and range."""
-  span, fmt = docs_inference._span, docs_baselines._fmt
-  seeds = _load(f"{name}.json")["seeds"]
-  first = next(iter(seeds.values()))
-  rows = [
-    f"| seed | MSE | log-likelihood ({first['log_likelihood_points']} × "
-    f"{first['log_likelihood_samples']}) | ELBO | knn acc. | class consistency | "
+def _nat_seeds_header(first: str, s: dict) -> list[str]:
+  return [
+    f"| {first} | MSE | log-likelihood ({s['log_likelihood_points']} × "
+    f"{s['log_likelihood_samples']}) | ELBO | knn acc. | class consistency | "
     "reach, RMS | directions of the input's class at the range's end | "
     "`Psi` steps refused | training |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ]
-  for seed, s in seeds.items():
-    rows.append(
-      f"| {seed} | {s['mse']:.4f} | {fmt(s['log_likelihood'])} | {fmt(s['elbo'])} "
-      f"| {s['knn_class_accuracy']:.3f} | {s['class_consistency']:.3f} | "
-      f"{span(s['operator_reach_rms'], 2)} | "
-      f"{span([100 * x for x in s['operator_reach_at_end']])}% | "
-      f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} | "
-      f"{s['train_time_s']:.0f} s |"
-    )
+
+
+def _nat_seeds_median(label: str, seeds: dict) -> str:
+  """A table row: the median and range over ``seeds`` of each column."""
+  fmt = docs_baselines._fmt
 
   def spread(key, digits=None, scale=1.0, unit=""):  # over seeds (and operators)
     values = [scale * v for s in seeds.values() for v in np.ravel(s[key])]
@@ -1087,16 +1078,62 @@ def nat_seeds_table(name: str) -> str:
 
     return f"{show(mid)} ({show(low)} – {show(high)})"
 
-  refused = statistics.median(s["psi_rejected_steps"] for s in seeds.values())
-  rows.append(
-    f"| median (lowest – highest) | **{spread('mse', 4)}** | "
+  def median(key):
+    return statistics.median(s[key] for s in seeds.values())
+
+  return (
+    f"| {label} | **{spread('mse', 4)}** | "
     f"**{spread('log_likelihood')}** | {spread('elbo')} | "
     f"{spread('knn_class_accuracy', 3)} | **{spread('class_consistency', 3)}** | "
     f"{spread('operator_reach_rms', 2)} | "
     f"{spread('operator_reach_at_end', 0, 100, '%')} | "
-    f"{refused:g} of {first['psi_attempted_steps']} | "
-    f"{statistics.median(s['train_time_s'] for s in seeds.values()):.0f} s |"
+    f"{median('psi_rejected_steps'):g} of {median('psi_attempted_steps'):g} | "
+    f"{median('train_time_s'):.0f} s |"
   )
+
+
+def nat_seeds_table(name: str) -> str:
+  """docs/experiments-nat-mnist.md: nat_mnist's numbers seed by seed
+  (``benchmarks/nat_seeds.py``), then their median and range."""
+  span, fmt = docs_inference._span, docs_baselines._fmt
+  seeds = _load(f"{name}.json")["seeds"]
+  rows = _nat_seeds_header("seed", next(iter(seeds.values())))
+  for seed, s in seeds.items():
+    rows.append(
+      f"| {seed} | {s['mse']:.4f} | {fmt(s['log_likelihood'])} | {fmt(s['elbo'])} "
+      f"| {s['knn_class_accuracy']:.3f} | {s['class_consistency']:.3f} | "
+      f"{span(s['operator_reach_rms'], 2)} | "
+      f"{span([100 * x for x in s['operator_reach_at_end']])}% | "
+      f"{_of(s['psi_rejected_steps'], s['psi_attempted_steps'])} | "
+      f"{s['train_time_s']:.0f} s |"
+    )
+  return _block(rows + [_nat_seeds_median("median (lowest – highest)", seeds)])
+
+
+def nat_seeds_gap(name: str) -> str:
+  """docs/experiments-nat-mnist.md: how far each seed's ELBO lies below its
+  log-likelihood (``nat_seeds.py``), lowest to highest, in nats."""
+  gaps = [
+    s["log_likelihood"] - s["elbo"] for s in _load(f"{name}.json")["seeds"].values()
+  ]
+  low, high = (f"{round(g):,}".replace(",", " ") for g in (min(gaps), max(gaps)))
+  return f"{low}–{high} nats"
+
+
+def nat_seeds_medians(*names: str) -> str:
+  """docs/experiments-nat-mnist.md: one row per ``nat_seeds.py`` results
+  file (its operators and seeds), the median and range of each column."""
+  rows = []
+  for name in names:
+    seeds = _load(f"{name}.json")["seeds"]
+    first = next(iter(seeds.values()))
+    rows = rows or _nat_seeds_header("operators, seeds", first)
+    ids = [int(seed) for seed in seeds]
+    runs = ", ".join(seeds)
+    if ids == list(range(ids[0], ids[-1] + 1)):
+      runs = f"{ids[0]}–{ids[-1]}"
+    label = f"`M = {len(first['operator_reach_rms'])}`, seeds {runs}"
+    rows.append(_nat_seeds_median(label, seeds))
   return _block(rows)
 
 
@@ -1491,6 +1528,8 @@ RENDERERS = {
   "ll-iterations-protocol": ll_iterations_protocol,
   "nat-seeds-table": nat_seeds_table,
   "nat-seeds-range": nat_seeds_range,
+  "nat-seeds-medians": nat_seeds_medians,
+  "nat-seeds-gap": nat_seeds_gap,
   "rot-levers-table": rot_levers_table,
   "rot-lever": rot_lever,
   "rot-lever-each": rot_lever_each,

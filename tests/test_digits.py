@@ -591,3 +591,7 @@ def test_nat_seeds_runs_each_seed_once_and_tabulates(tmp_path, monkeypatch):
     "**−3 001 (−3 002 – −3 000)** |"
   )
   assert "| 0.15 (0.10 – 0.20) | 85% (80% – 90%) | 1 of 300 |" in lines[-1]
+  medians = docs_numbers.nat_seeds_medians("seeds").strip().splitlines()
+  assert medians[2] == lines[-1].replace(
+    "median (lowest – highest)", "`M = 2`, seeds 0–2"
+  )
