@@ -26,8 +26,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from rot_levers import run_all  # noqa: E402
-from seed_rates import seed_range  # noqa: E402
+from rot_levers import cpu_budget_command, run_all, run_arguments  # noqa: E402
 
 # summary.json numbers kept per seed
 KEYS = (
@@ -53,31 +52,14 @@ def command(extra: list):
   """``run_all``'s command line of one seed, with ``extra`` arguments."""
 
   def of(lever: str, seed: int, workdir: pathlib.Path, data_dir: str) -> list:
-    cmd = [
-      sys.executable,
-      str(ROOT / "experiments" / "run.py"),
-      "--exp=nat_mnist",
-      "--budget=cpu",
-      f"--data-dir={data_dir}",
-      f"--workdir={workdir}",
-      f"--config.seed={seed}",
-      *extra,
-    ]
-    return cmd + ["--resume"] * (workdir / "config.json").exists()
+    return cpu_budget_command("nat_mnist", seed, workdir, data_dir, extra)
 
   return of
 
 
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--seeds", default="0-9", type=seed_range)
-  parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))
-  parser.add_argument("--root", default="runs/nat_seeds", type=pathlib.Path)
-  parser.add_argument("--jobs", default=1, type=int, choices=(1, 2))
-  parser.add_argument("--out", type=pathlib.Path)
-  parser.add_argument(
-    "--collect-only", action="store_true", help="only read the finished runs"
-  )
+  run_arguments(parser, "0-9", "runs/nat_seeds")
   args, extra = parser.parse_known_args(argv)
   unknown = [a for a in extra if not a.startswith("--config.")]
   if unknown:

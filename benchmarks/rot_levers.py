@@ -79,18 +79,38 @@ def _workdir(root: pathlib.Path, lever: str, seed: int) -> pathlib.Path:
   return root / f"{lever}_s{seed}"
 
 
-def _command(lever: str, seed: int, workdir: pathlib.Path, data_dir: str) -> list:
+def cpu_budget_command(
+  exp: str, seed: int, workdir: pathlib.Path, data_dir: str, flags=()
+) -> list:
+  """``experiments/run.py`` at the CPU budget for one seed, with ``flags``;
+  ``--resume`` where ``workdir`` holds a run that stopped."""
   cmd = [
     sys.executable,
     str(ROOT / "experiments" / "run.py"),
-    "--exp=rot_mnist",
+    f"--exp={exp}",
     "--budget=cpu",
     f"--data-dir={data_dir}",
     f"--workdir={workdir}",
     f"--config.seed={seed}",
-    *LEVERS[lever],
+    *flags,
   ]
   return cmd + ["--resume"] * (workdir / "config.json").exists()
+
+
+def _command(lever: str, seed: int, workdir: pathlib.Path, data_dir: str) -> list:
+  return cpu_budget_command("rot_mnist", seed, workdir, data_dir, LEVERS[lever])
+
+
+def run_arguments(parser, seeds: str, root: str) -> None:
+  """The options every seed study here shares, with its defaults."""
+  parser.add_argument("--seeds", default=seeds, type=seed_range)
+  parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))
+  parser.add_argument("--root", default=root, type=pathlib.Path)
+  parser.add_argument("--jobs", default=1, type=int, choices=(1, 2))
+  parser.add_argument("--out", type=pathlib.Path)
+  parser.add_argument(
+    "--collect-only", action="store_true", help="only read the finished runs"
+  )
 
 
 def one_thread_flags(env) -> str:
@@ -199,14 +219,7 @@ def main(argv=None) -> dict:
     default="base,channels96,latent20,base_long,latent20_long,all_anchors,anchors5,"
     "prior_weight,latent_scale3,anchors20,net_rate_paper,psi_cap",
   )
-  parser.add_argument("--seeds", default="0-2", type=seed_range)
-  parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))
-  parser.add_argument("--root", default="runs/rot_levers", type=pathlib.Path)
-  parser.add_argument("--jobs", default=1, type=int, choices=(1, 2))
-  parser.add_argument("--out", type=pathlib.Path)
-  parser.add_argument(
-    "--collect-only", action="store_true", help="only read the finished runs"
-  )
+  run_arguments(parser, "0-2", "runs/rot_levers")
   args = parser.parse_args(argv)
   levers = args.levers.split(",")
   unknown = sorted(set(levers) - set(LEVERS))

@@ -467,16 +467,12 @@ def test_rot_levers_change_one_setting_each_and_tabulate(tmp_path):
   assert "40° (30°–50°); 60° (50°–70°); 50° (40°–60°) | **50°**" in line
 
 
-def test_rot_levers_continue_a_finished_shorter_run(tmp_path, monkeypatch):
-  """A longer lever resumes a copy of its shorter lever's finished run (its
-  summary and figures left behind); a finished run is not started again."""
+def _fake_runs(monkeypatch, finish) -> list:
+  """``rot_levers.run_all`` without processes: each start calls
+  ``finish(workdir)`` and is listed (its command) in the returned list."""
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import rot_levers
 
-  base = tmp_path / "base_s0"
-  (base / "checkpoints" / "2200").mkdir(parents=True)
-  for name in ("config.json", "summary.json", "summary.md", "figure.png"):
-    (base / name).write_text("{}")
   started = []
 
   class Done:
@@ -487,13 +483,30 @@ def test_rot_levers_continue_a_finished_shorter_run(tmp_path, monkeypatch):
 
   def fake_start(cmd, log, core):
     started.append(cmd)
-    workdir = pathlib.Path(next(a for a in cmd if a.startswith("--workdir="))[10:])
-    assert sorted(p.name for p in workdir.iterdir()) == ["checkpoints", "config.json"]
-    (workdir / "summary.json").write_text("{}")
+    finish(pathlib.Path(next(a for a in cmd if a.startswith("--workdir="))[10:]))
     return Done()
 
   monkeypatch.setattr(rot_levers, "_start", fake_start)
   monkeypatch.setattr(rot_levers.time, "sleep", lambda s: None)
+  return started
+
+
+def test_rot_levers_continue_a_finished_shorter_run(tmp_path, monkeypatch):
+  """A longer lever resumes a copy of its shorter lever's finished run (its
+  summary and figures left behind); a finished run is not started again."""
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_levers
+
+  base = tmp_path / "base_s0"
+  (base / "checkpoints" / "2200").mkdir(parents=True)
+  for name in ("config.json", "summary.json", "summary.md", "figure.png"):
+    (base / name).write_text("{}")
+
+  def finish(workdir):
+    assert sorted(p.name for p in workdir.iterdir()) == ["checkpoints", "config.json"]
+    (workdir / "summary.json").write_text("{}")
+
+  started = _fake_runs(monkeypatch, finish)
   rot_levers.run_all([("base", 0), ("base_long", 0)], tmp_path, "D", 1)
   (cmd,) = started
   assert cmd[-2:] == ["--config.num_steps=2800", "--resume"]
@@ -528,21 +541,11 @@ def test_nat_seeds_runs_each_seed_once_and_tabulates(tmp_path, monkeypatch):
   sys.path.insert(0, str(ROOT / "benchmarks"))
   import docs_numbers
   import nat_seeds
-  import rot_levers
 
   (tmp_path / "nat_s1").mkdir()
   (tmp_path / "nat_s1" / "config.json").write_text("{}")  # stopped: resumes
-  started = []
 
-  class Done:
-    returncode = 0
-
-    def poll(self):
-      return 0
-
-  def fake_start(cmd, log, core):
-    started.append(cmd)
-    workdir = pathlib.Path(next(a for a in cmd if a.startswith("--workdir="))[10:])
+  def finish(workdir):
     workdir.mkdir(exist_ok=True)
     seed = int(workdir.name.removeprefix("nat_s"))
     summary = {k: 1.0 for k in nat_seeds.KEYS} | {
@@ -556,10 +559,8 @@ def test_nat_seeds_runs_each_seed_once_and_tabulates(tmp_path, monkeypatch):
       "log_likelihood_samples": 20,
     }
     (workdir / "summary.json").write_text(json.dumps(summary))
-    return Done()
 
-  monkeypatch.setattr(rot_levers, "_start", fake_start)
-  monkeypatch.setattr(rot_levers.time, "sleep", lambda s: None)
+  started = _fake_runs(monkeypatch, finish)
   out = tmp_path / "seeds.json"
   argv = ["--seeds=0-2", f"--root={tmp_path}", f"--out={out}", "--data-dir=D"]
   result = nat_seeds.main([*argv, "--config.num_ops=8"])
