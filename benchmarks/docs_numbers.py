@@ -1145,6 +1145,83 @@ def nat_seeds_range(name: str, key: str, digits: str = "") -> str:
   return f"{show(min(values))} to {show(max(values))}"
 
 
+# ll_terms.py's numbers in the docs' table: (where in a run's record, words).
+LL_TERMS = (
+  (("parts", "decoder"), "decoder, `−ζ₁ ½‖x − g(w)‖²`"),
+  (("parts", "prior_residual"), "prior: best anchor's `−½ γ⁻² ‖w − T(c_i) a_i‖²`"),
+  (("parts", "prior_l1"), "prior: best anchor's `−‖c_i‖₁ / b`"),
+  (("parts", "prior_mixture"), "prior: the other anchors (`−log N_a` to 0)"),
+  (
+    ("parts", "posterior_residual"),
+    "posterior: `−½ γ⁻² ‖w − T(c_q) f(x)‖²` (subtracted)",
+  ),
+  (("parts", "posterior_l1"), "posterior: `−‖c_q‖₁ / b` (subtracted)"),
+  (("parts", "constants"), "`C₁`"),
+  (("elbo",), "**ELBO** (the sum)"),
+  (("log_likelihood",), "log-likelihood"),
+  (("median_distance_gamma", "prior"), "`w` to the best anchor's path, median (`γ`)"),
+  (("median_distance_gamma", "posterior"), "`w` to its posterior path, median (`γ`)"),
+  (("median_prior_orbit_dim",), "dimension of that anchor's orbit, median"),
+  (
+    ("median_prior_tangent_share",),
+    "residual's share in the orbit's tangent space, median",
+  ),
+)
+
+
+def _ll_terms(name: str) -> dict[int, list[dict]]:
+  """``ll_terms.py``'s runs in ``docs/results/<name>.json`` by operators."""
+  runs = _load(f"{name}.json")
+  return {
+    m: [r for r in runs if r["num_ops"] == m]
+    for m in sorted({r["num_ops"] for r in runs})
+  }
+
+
+def _ll_term(runs: list[dict], path) -> list[float]:
+  values = []
+  for run in runs:
+    for key in path:
+      run = run[key]
+    values.append(run)
+  return values
+
+
+def ll_terms_table(name: str) -> str:
+  """docs/experiments-nat-mnist.md: the importance weights' parts
+  (``benchmarks/ll_terms.py``), a column per number of operators, the
+  median and range over its seeds."""
+  groups = _ll_terms(name)
+  rows = [
+    "| mean over points and samples (nats), or median | "
+    + " | ".join(f"`M = {m}`, {len(g)} seeds" for m, g in groups.items())
+    + " |",
+    "|---|" + "---|" * len(groups),
+  ]
+  for path, words in LL_TERMS:
+    cells = []
+    for group in groups.values():
+      values = _ll_term(group, path)
+      mid, low, high = (
+        docs_baselines._fmt(v)
+        for v in (statistics.median(values), min(values), max(values))
+      )
+      cells.append(mid if low == high else f"{mid} ({low} – {high})")
+    rows.append(f"| {words} | " + " | ".join(cells) + " |")
+  return _block(rows)
+
+
+def ll_terms_share(name: str, part: str) -> str:
+  """docs/experiments-nat-mnist.md: ``part``'s share of the difference
+  between the fewest and the most operators' median ELBO (``ll_terms.py``)."""
+  groups = list(_ll_terms(name).values())
+  few, most = groups[0], groups[-1]
+  med = lambda runs, path: statistics.median(_ll_term(runs, path))  # noqa: E731
+  gap = med(most, ("elbo",)) - med(few, ("elbo",))
+  share = (med(most, ("parts", part)) - med(few, ("parts", part))) / gap
+  return f"{share:.0%}"
+
+
 def release_table(*names: str) -> str:
   """docs/experiments-nat-mnist.md: the authors' released model beside ours
   (``docs/results/<name>.json`` of ``original_release.py``; the release's
@@ -1524,6 +1601,8 @@ RENDERERS = {
   "nat-paper": nat_paper,
   "nat-paper-ll-gap": nat_paper_ll_gap,
   "ll-iterations-table": ll_iterations_table,
+  "ll-terms-table": ll_terms_table,
+  "ll-terms-share": ll_terms_share,
   "ll-iterations-gap": ll_iterations_gap,
   "ll-iterations-protocol": ll_iterations_protocol,
   "nat-seeds-table": nat_seeds_table,

@@ -32,16 +32,18 @@ import numpy as np
 CHUNK = 25  # importance_log_likelihood's default chunk_size
 
 
-def measure(workdir, points: int, caps) -> dict:
-  """``{"points", "samples", "run_cap", "rows": [per cap]}`` (module docstring)."""
+def evaluation_batch(workdir, points: int | None = None):
+  """``(trained, batch, key)``: a finished digits run, its first ``points``
+  test points (default: as many as its evaluation) as its log-likelihood
+  evaluation presents them, and that evaluation's key."""
   from vaells_jax import api
-  from vaells_jax.evaluation import likelihood
-  from vaells_jax.models.vaells import Model
 
   trained = api.load(workdir)
   if not isinstance(trained, api.TrainedVAELLS) or trained.config.network != "conv":
     raise ValueError(f"{workdir} is not a VAELLS run on digits (rot/nat_mnist).")
-  data, cfg, params = trained.data, trained.config, trained.params
+  data, cfg = trained.data, trained.config
+  if points is None:
+    points = min(cfg.eval_ll_points, len(data.x_test))
   if not 0 < points <= len(data.x_test):
     raise ValueError(f"--points must lie in 1..{len(data.x_test)}, got {points}.")
   # As image_report.evaluate_and_report draws them.
@@ -52,6 +54,16 @@ def measure(workdir, points: int, caps) -> dict:
     "x": x_in[:points],
     "source": {"x": x_orig[:points], "label": np.asarray(data.labels_test)[:points]},
   }
+  return trained, batch, k_ll
+
+
+def measure(workdir, points: int, caps) -> dict:
+  """``{"points", "samples", "run_cap", "rows": [per cap]}`` (module docstring)."""
+  from vaells_jax.evaluation import likelihood
+  from vaells_jax.models.vaells import Model
+
+  trained, batch, k_ll = evaluation_batch(workdir, points)
+  data, cfg, params = trained.data, trained.config, trained.params
   rows = []
   for cap in caps:
     model = Model.create(

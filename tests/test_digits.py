@@ -287,6 +287,21 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
       assert 0 <= row[f"{part}_pairs_at_cap"] <= 1
   with pytest.raises(ValueError, match="--points"):
     ll_iterations.measure(tmp_path, 0, [3])
+  # benchmarks/ll_terms.py's parts add up to the run's ELBO and give its
+  # log-likelihood; M = 4 operators move an anchor on at most 4 of the 6
+  # latent dimensions.
+  import ll_terms
+
+  terms = ll_terms.measure(tmp_path)
+  assert terms["points"] == config.eval_ll_points
+  assert terms["log_likelihood"] == pytest.approx(summary["log_likelihood"], rel=1e-6)
+  assert terms["elbo"] == pytest.approx(summary["elbo"], rel=1e-6)
+  parts = terms["parts"]
+  assert -np.log(2) <= parts["prior_mixture"] <= 0  # anchors_per_class=2
+  for part in ("prior_residual", "prior_l1", "posterior_residual", "posterior_l1"):
+    assert parts[part] <= 0, part
+  assert 1 <= terms["median_prior_orbit_dim"] <= config.num_ops < config.latent_dim
+  assert 0 <= terms["median_prior_tangent_share"] <= 1
   from vaells_jax import api
 
   trained = api.load(tmp_path)

@@ -14,6 +14,7 @@ import scipy.special
 import scipy.stats
 
 from vaells_jax.config import Config
+from vaells_jax.core.transport import transport
 from vaells_jax.evaluation.likelihood import (
   importance_log_likelihood,
   iwae_bound,
@@ -211,3 +212,33 @@ def test_step_times_compared_with_the_scheduler_off_and_on(tmp_path, monkeypatch
     (phases,) = r["experiments"].values()
     assert {form for forms in phases.values() for form in forms} == {"phased"}
     assert all(t["phased"]["step_s"] > 0 for t in phases.values())
+
+
+def test_ll_terms_orbit_dimension_and_tangent_share():
+  # benchmarks/ll_terms.py's orbit diagnosis on rotations of R^3. One
+  # generator (about the z axis): the orbit of (1, 0, 1) is a circle, and at
+  # c = pi/2 it passes (0, 1, 1) with tangent (-1, 0, 0). The three
+  # generators of SO(3) span a 2-D orbit, the sphere, not a 3-D one.
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+  import ll_terms
+
+  def generator(i, j):
+    g = np.zeros((3, 3), np.float32)
+    g[i, j], g[j, i] = -1.0, 1.0
+    return g
+
+  about_z = jnp.asarray([generator(0, 1)])
+  start = jnp.asarray([[1.0, 0.0, 1.0]] * 3)
+  coeffs = jnp.full((3, 1), np.pi / 2)
+  # Off the orbit by 0.4 normal to it; by 0.3 along it and 0.4 normal; along it.
+  z = jnp.asarray([[0.0, 1.0, 1.4], [-0.3, 1.0, 1.4], [-0.3, 1.0, 1.0]])
+  dim, share = ll_terms._orbit(about_z, coeffs, start, z)
+  np.testing.assert_array_equal(dim, [1, 1, 1])
+  np.testing.assert_allclose(share, [0.0, 0.6, 1.0], atol=1e-5)
+
+  so3 = jnp.asarray([generator(0, 1), generator(0, 2), generator(1, 2)])
+  # A radial residual is normal to the sphere: no share in its tangent plane.
+  c = jnp.asarray([[0.3, -0.2, 0.5]])
+  dim, share = ll_terms._orbit(so3, c, start[:1], 2 * transport(so3, c, start[:1]))
+  np.testing.assert_array_equal(dim, [2])
+  np.testing.assert_allclose(share, [0.0], atol=1e-5)
