@@ -79,7 +79,11 @@ def main(argv=None) -> dict:
   result = {
     "command": " ".join(["python benchmarks/nat_seeds.py", *flags]),
     "run": " ".join(
-      ["python experiments/run.py --exp=nat_mnist --budget=cpu", "--config.seed=S"]
+      [
+        "python experiments/run.py --exp=nat_mnist --budget=cpu",
+        f"--data-dir={os.path.relpath(args.data_dir, ROOT)}",
+        "--config.seed=S",
+      ]
       + extra
     ),
     "machine": f"{os.cpu_count()}-core CPU, {platform.machine()}",
@@ -94,7 +98,9 @@ def main(argv=None) -> dict:
       flush=True,
     )
   if args.out:
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    from vaells_jax.data.files import atomic_write_text
+
+    atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
   return result
 
 

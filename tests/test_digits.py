@@ -577,13 +577,14 @@ def test_nat_seeds_runs_each_seed_once_and_tabulates(tmp_path, monkeypatch):
 
   started = _fake_runs(monkeypatch, finish)
   out = tmp_path / "seeds.json"
-  argv = ["--seeds=0-2", f"--root={tmp_path}", f"--out={out}", "--data-dir=D"]
+  data_dir = ROOT.parent / "shared" / "data" / "mnist-full"
+  argv = ["--seeds=0-2", f"--root={tmp_path}", f"--out={out}", f"--data-dir={data_dir}"]
   result = nat_seeds.main([*argv, "--config.num_ops=8"])
   assert [c[2:] for c in started] == [
     [
       "--exp=nat_mnist",
       "--budget=cpu",
-      "--data-dir=D",
+      f"--data-dir={data_dir}",
       f"--workdir={tmp_path / f'nat_s{s}'}",
       f"--config.seed={s}",
       "--config.num_ops=8",
@@ -591,7 +592,10 @@ def test_nat_seeds_runs_each_seed_once_and_tabulates(tmp_path, monkeypatch):
     ]
     for s in range(3)
   ]
-  assert result["run"].endswith("--config.seed=S --config.num_ops=8")
+  assert result["run"] == (
+    "python experiments/run.py --exp=nat_mnist --budget=cpu "
+    "--data-dir=../shared/data/mnist-full --config.seed=S --config.num_ops=8"
+  )
   assert list(result["seeds"]) == ["0", "1", "2"]
   nat_seeds.main(argv)  # all finished: nothing starts again
   assert len(started) == 3
