@@ -1188,7 +1188,7 @@ def _ll_term(runs: list[dict], path) -> list[float]:
 
 
 def ll_terms_table(name: str) -> str:
-  """docs/experiments-nat-mnist.md: the importance weights' parts
+  """docs/experiments-nat-mnist-likelihood.md: the importance weights' parts
   (``benchmarks/ll_terms.py``), a column per number of operators, the
   median and range over its seeds."""
   groups = _ll_terms(name)
@@ -1211,8 +1211,65 @@ def ll_terms_table(name: str) -> str:
   return _block(rows)
 
 
+def ll_terms_solvers(*names: str) -> str:
+  """docs/experiments-nat-mnist-likelihood.md: runs' log-likelihoods with several
+  solver settings (``ll_terms.py --solvers``), a row per setting, a column
+  per run."""
+  runs = [r for name in names for r in _load(f"{name}.json")]
+
+  def setting(r):  # restart k starts in [low + k w, high + k w]
+    s = r["solver"]
+    low, high = s["init_range"]
+    return (
+      s["num_restarts"],
+      low,
+      high + (s["num_restarts"] - 1) * (high - low),
+      s["inference_max_iter"],
+    )
+
+  columns = sorted({(r["num_ops"], r["seed"]) for r in runs})
+  cells = {(setting(r), (r["num_ops"], r["seed"])): r for r in runs}
+  rows = [
+    "| anchors' starts (their windows' span), cap | "
+    + " | ".join(f"`M = {m}`, seed {seed}" for m, seed in columns)
+    + " |",
+    "|---|" + "---|" * len(columns),
+  ]
+  for key in sorted({setting(r) for r in runs}, key=lambda k: (k[0], k[2], k[3])):
+    restarts, low, high, cap = key
+    span = f"[{low:g}, {high:g}]".replace("-", "−")
+    row = [
+      f"{docs_baselines._fmt(r['log_likelihood'])} "
+      f"({r['median_distance_gamma']['prior']:.1f})"
+      if (r := cells.get((key, column)))
+      else "—"
+      for column in columns
+    ]
+    rows.append(f"| {restarts} ({span}), {cap} | " + " | ".join(row) + " |")
+  return _block(rows)
+
+
+def ll_terms_solver_gain(num_ops: str, *names: str) -> str:
+  """docs/experiments-nat-mnist-likelihood.md: how much the last solver setting of each
+  ``M = num_ops`` run in ``names`` (``ll_terms.py --solvers``) raises its
+  log-likelihood over the run's own (the first), lowest to highest, in
+  percent."""
+  by_run: dict[str, list[dict]] = {}
+  for r in (r for name in names for r in _load(f"{name}.json")):
+    if r["num_ops"] == int(num_ops):
+      by_run.setdefault(r["run"], []).append(r)
+  gains = [
+    100
+    * (rows[-1]["log_likelihood"] - rows[0]["log_likelihood"])
+    / abs(rows[0]["log_likelihood"])
+    for rows in by_run.values()
+  ]
+  low, high = (f"{g:+.1f}%".replace("-", "−") for g in (min(gains), max(gains)))
+  return low if low == high else f"{low} to {high}"
+
+
 def ll_terms_share(name: str, part: str) -> str:
-  """docs/experiments-nat-mnist.md: ``part``'s share of the difference
+  """docs/experiments-nat-mnist-likelihood.md: ``part``'s share of the difference
   between the fewest and the most operators' median ELBO (``ll_terms.py``)."""
   groups = list(_ll_terms(name).values())
   few, most = groups[0], groups[-1]
@@ -1300,7 +1357,7 @@ def nat_paper_ll_gap(m: str) -> str:
 
 
 def ll_iterations_table(name: str) -> str:
-  """docs/experiments-nat-mnist.md: a run's log-likelihood recomputed with
+  """docs/experiments-nat-mnist-likelihood.md: a run's log-likelihood recomputed with
   several solver caps (``benchmarks/ll_iterations.py``)."""
   r = _load(f"{name}.json")
   first = r["rows"][0]
@@ -1322,7 +1379,7 @@ def ll_iterations_table(name: str) -> str:
 
 
 def ll_iterations_gap(name: str) -> str:
-  """docs/experiments-nat-mnist.md: how far the run's cap leaves its
+  """docs/experiments-nat-mnist-likelihood.md: how far the run's cap leaves its
   log-likelihood below the longest cap's, in nats and percent."""
   r = _load(f"{name}.json")
   own = next(row for row in r["rows"] if row["cap"] == r["run_cap"])
@@ -1332,7 +1389,7 @@ def ll_iterations_gap(name: str) -> str:
 
 
 def ll_iterations_protocol(name: str, run: str) -> str:
-  """docs/experiments-nat-mnist.md: a longer cap's log-likelihood over a
+  """docs/experiments-nat-mnist-likelihood.md: a longer cap's log-likelihood over a
   run's whole protocol (``ll_iterations.py``) beside the run's own."""
   r, s = _load(f"{name}.json"), _load(f"{run}.json")["summary"]
   if r["points"] != s["log_likelihood_points"]:
@@ -1603,6 +1660,8 @@ RENDERERS = {
   "ll-iterations-table": ll_iterations_table,
   "ll-terms-table": ll_terms_table,
   "ll-terms-share": ll_terms_share,
+  "ll-terms-solvers": ll_terms_solvers,
+  "ll-terms-solver-gain": ll_terms_solver_gain,
   "ll-iterations-gap": ll_iterations_gap,
   "ll-iterations-protocol": ll_iterations_protocol,
   "nat-seeds-table": nat_seeds_table,

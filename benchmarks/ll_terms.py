@@ -27,11 +27,19 @@ dimension of the best anchor's orbit at ``T(c_i) a_i`` and the residual's
 share in its tangent space (near 0: the solve reached the orbit's closest
 point, and only leaving the orbit comes closer). The log-likelihood and ELBO
 match the run's (``tests/test_digits.py``).
+
+``--solvers=RESTARTS:LOW:HIGH:MAX_ITER,...`` measures each run again with
+other solves (the anchors' restarts and start range, every solve's cap; the
+run's own are the training steps'): a closer anchor path found by more
+starts raises ``log p(w)`` and so the estimate. As in
+:func:`vaells_jax.infer_coefficients`, restart ``k`` starts in
+``[LOW + k w, HIGH + k w]``, ``w = HIGH - LOW``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import pathlib
@@ -45,7 +53,7 @@ from ll_iterations import CHUNK, evaluation_batch
 from vaells_jax.core.objective import gaussian_log_norm, reconstruction_error
 from vaells_jax.core.transport import transport
 from vaells_jax.evaluation import likelihood
-from vaells_jax.models.vaells import infer_step_coefficients
+from vaells_jax.models.vaells import Model, infer_step_coefficients
 
 RANK_TOL = 1e-4  # singular values below this share of the largest: no direction
 PARTS = (
@@ -125,10 +133,13 @@ def _parts(model, params, batch, samples, inferred):
   }
 
 
-def measure(workdir, points: int | None = None) -> dict:
-  """The parts' means and the distances' medians of one run (module docstring)."""
+def measure(workdir, points: int | None = None, **solver) -> dict:
+  """The parts' means and the distances' medians of one run (module
+  docstring); ``solver`` replaces config fields of the solves (e.g.
+  ``num_restarts``, ``init_range``, ``inference_max_iter``)."""
   trained, batch, k_ll = evaluation_batch(workdir, points)
-  model, params, cfg = trained._model, trained.params, trained.config
+  params, cfg = trained.params, dataclasses.replace(trained.config, **solver)
+  model = Model.create(cfg, trained.data.data_dim)
   parts_fn = jax.jit(_parts, static_argnums=0)
   start = time.perf_counter()
   chunks = []
@@ -165,6 +176,11 @@ def measure(workdir, points: int | None = None) -> dict:
     "seed": cfg.seed,
     "points": num,
     "samples": cfg.eval_ll_samples,
+    "solver": {
+      "num_restarts": cfg.num_restarts,
+      "init_range": list(cfg.init_range),
+      "inference_max_iter": cfg.inference_max_iter,
+    },
     "log_likelihood": float(np.mean(likelihood._jit_iwae_bound(log_w))),
     "elbo": float(log_w.mean()),
     "parts": {name: float(parts[name].mean()) for name in PARTS},
@@ -177,16 +193,47 @@ def measure(workdir, points: int | None = None) -> dict:
   }
 
 
+def solver_list(text: str) -> list[dict]:
+  """``"16:-10:10:300,..."`` as ``measure``'s solver settings."""
+  settings = []
+  for item in text.split(","):
+    try:
+      restarts, low, high, max_iter = item.split(":")
+      setting = {
+        "num_restarts": int(restarts),
+        "init_range": (float(low), float(high)),
+        "inference_max_iter": int(max_iter),
+      }
+    except ValueError:
+      raise argparse.ArgumentTypeError(
+        f"{item!r} is not RESTARTS:LOW:HIGH:MAX_ITER (e.g. 16:-10:10:300)"
+      ) from None
+    low, high = setting["init_range"]
+    if setting["num_restarts"] < 1 or setting["inference_max_iter"] < 1 or low >= high:
+      raise argparse.ArgumentTypeError(f"{item!r}: positive counts, LOW < HIGH")
+    settings.append(setting)
+  return settings
+
+
 def main(argv=None) -> list:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("workdirs", type=pathlib.Path, nargs="+", help="finished runs")
   parser.add_argument("--points", type=int, help="default: the run's own")
+  parser.add_argument(
+    "--solvers",
+    type=solver_list,
+    default=[{}],
+    help="solver settings to measure each run with, RESTARTS:LOW:HIGH:MAX_ITER "
+    "(the anchors' solves' restarts and start range, the solves' cap) separated "
+    "by commas; default: the run's own",
+  )
   parser.add_argument("--out", type=pathlib.Path)
   args = parser.parse_args(argv)
   rows = []
   for workdir in args.workdirs:
-    rows.append(measure(workdir, args.points))
-    print(json.dumps(rows[-1]), flush=True)
+    for solver in args.solvers:
+      rows.append(measure(workdir, args.points, **solver))
+      print(json.dumps(rows[-1]), flush=True)
   if args.out:
     from vaells_jax.data.files import atomic_write_text
 

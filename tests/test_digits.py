@@ -302,6 +302,14 @@ def test_nat_mnist_smoke_run(digits, tmp_path, monkeypatch):
     assert parts[part] <= 0, part
   assert 1 <= terms["median_prior_orbit_dim"] <= config.num_ops < config.latent_dim
   assert 0 <= terms["median_prior_tangent_share"] <= 1
+  wider = ll_terms.measure(tmp_path, num_restarts=2, init_range=(-1.0, 1.0))
+  assert wider["solver"] == {
+    "num_restarts": 2,
+    "init_range": [-1.0, 1.0],
+    "inference_max_iter": config.inference_max_iter,
+  }
+  assert wider["parts"]["decoder"] == terms["parts"]["decoder"]  # same samples
+  assert wider["parts"]["prior_residual"] != terms["parts"]["prior_residual"]
   from vaells_jax import api
 
   trained = api.load(tmp_path)

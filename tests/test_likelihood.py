@@ -242,3 +242,18 @@ def test_ll_terms_orbit_dimension_and_tangent_share():
   dim, share = ll_terms._orbit(so3, c, start[:1], 2 * transport(so3, c, start[:1]))
   np.testing.assert_array_equal(dim, [2])
   np.testing.assert_allclose(share, [0.0], atol=1e-5)
+
+
+def test_ll_terms_solver_settings_parse_or_refuse():
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+  import argparse
+
+  import ll_terms
+
+  assert ll_terms.solver_list("1:-2.5:0:20,16:-10:10:300") == [
+    {"num_restarts": 1, "init_range": (-2.5, 0.0), "inference_max_iter": 20},
+    {"num_restarts": 16, "init_range": (-10.0, 10.0), "inference_max_iter": 300},
+  ]
+  for bad in ("16:-10:10", "a:-1:1:3", "0:-1:1:3", "1:-1:1:0", "1:2:1:20"):
+    with pytest.raises(argparse.ArgumentTypeError):
+      ll_terms.solver_list(bad)
