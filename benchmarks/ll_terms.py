@@ -24,9 +24,9 @@ their sum is the ELBO. Also medians over the samples: the distance from
 ``gamma`` (``w`` is drawn ``gamma ||eps||``, about ``sqrt(d)`` of them, from
 its posterior path before the posterior's solve refits ``c_q`` to it); the
 dimension of the best anchor's orbit at ``T(c_i) a_i`` and the residual's
-share in its tangent space (near 0: the solve reached the orbit's closest
-point, and only leaving the orbit comes closer). The log-likelihood and ELBO
-match the run's (``tests/test_digits.py``).
+share in its tangent space (near 0: the solve stopped at a closest point of
+the orbit, a local one where other starts find closer points far along
+it). The log-likelihood and ELBO match the run's (``tests/test_digits.py``).
 
 ``--solvers=RESTARTS:LOW:HIGH:MAX_ITER,...`` measures each run again with
 other solves (the anchors' restarts and start range, every solve's cap; the
@@ -52,6 +52,7 @@ from ll_iterations import CHUNK, evaluation_batch
 
 from vaells_jax.core.objective import gaussian_log_norm, reconstruction_error
 from vaells_jax.core.transport import transport
+from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import likelihood
 from vaells_jax.models.vaells import Model, infer_step_coefficients
 
@@ -70,8 +71,8 @@ PARTS = (
 def _orbit(psi, coeffs, start, z):
   """The orbit of ``start`` at ``T(c) start``: its dimension (the rank of
   ``d T(c) start / d c``) and the share of the residual ``z - T(c) start``
-  in its tangent space (near 0 where a solve stopped at the orbit's closest
-  point). ``[..., M], [..., d], [..., d] -> ([...], [...])``."""
+  in its tangent space (near 0 where a solve stopped at a closest point of
+  the orbit). ``[..., M], [..., d], [..., d] -> ([...], [...])``."""
 
   def one(c, a, target):
     jac = jax.jacfwd(lambda c: transport(psi, c, a))(c)  # [d, M]
@@ -88,7 +89,9 @@ def _orbit(psi, coeffs, start, z):
 
 
 def _parts(model, params, batch, samples, inferred):
-  """``{part: [P, K]}`` (module docstring) and the two distances in gamma."""
+  """``({part: [P, K]}, {"prior", "posterior", "prior_tangent_share",
+  "prior_orbit_dim": [P, K]})``: the parts, the two distances in gamma and the
+  best anchor's orbit (module docstring)."""
   cfg = model.config
   gamma, b, psi = cfg.gamma, 1.0 / cfg.zeta3, params["psi"]
   mu, anchors, z, _ = samples
@@ -235,8 +238,6 @@ def main(argv=None) -> list:
       rows.append(measure(workdir, args.points, **solver))
       print(json.dumps(rows[-1]), flush=True)
   if args.out:
-    from vaells_jax.data.files import atomic_write_text
-
     atomic_write_text(args.out, json.dumps(rows, indent=1) + "\n")
   return rows
 
