@@ -1252,8 +1252,8 @@ def ll_terms_solvers(*names: str) -> str:
 def ll_terms_solver_gain(num_ops: str, *names: str) -> str:
   """docs/experiments-nat-mnist-likelihood.md: how much the last solver setting of each
   ``M = num_ops`` run in ``names`` (``ll_terms.py --solvers``) raises its
-  log-likelihood over the run's own (the first), lowest to highest, in
-  percent."""
+  log-likelihood over the run's own (the first), lowest to highest (and the
+  median over three or more runs), in percent."""
   by_run: dict[str, list[dict]] = {}
   for r in (r for name in names for r in _load(f"{name}.json")):
     if r["num_ops"] == int(num_ops):
@@ -1264,8 +1264,13 @@ def ll_terms_solver_gain(num_ops: str, *names: str) -> str:
     / abs(rows[0]["log_likelihood"])
     for rows in by_run.values()
   ]
-  low, high = (f"{g:+.1f}%".replace("-", "−") for g in (min(gains), max(gains)))
-  return low if low == high else f"{low} to {high}"
+  show = lambda g: f"{g:+.1f}%".replace("-", "−")  # noqa: E731
+  if len(gains) == 1:
+    return show(gains[0])
+  text = f"{show(min(gains))} to {show(max(gains))}"
+  if len(gains) > 2:
+    text = f"{text} (median {show(statistics.median(gains))}, {len(gains)} seeds)"
+  return text
 
 
 def ll_terms_share(name: str, part: str) -> str:
