@@ -9,8 +9,8 @@ paper's split of ``--data-dir`` (default ``../shared/data/mnist-full``: all
 (:data:`LEVERS`; ``base`` is the experiment's config). A run lives in
 ``ROOT/LEVER_sSEED``; a finished one (its ``summary.json``) is read as it
 is and an interrupted one resumes, so a rerun continues where it stopped.
-A longer lever (:data:`CONTINUES`) starts from a copy of its shorter
-lever's finished run of the same seed and resumes it to its own
+A longer lever (:data:`CONTINUES`) waits for its shorter lever's run of
+the same seed, starts from a copy of it and resumes it to its own
 ``num_steps`` (a resumed run trains exactly as an uninterrupted one);
 ``--collect-only`` tabulates the finished runs without starting any. An
 existing ``--out`` file keeps its levers: the finished runs are added to it
@@ -49,6 +49,8 @@ LEVERS = {
   "latent20": ("--config.latent_dim=20",),  # paper: 10
   # latent20 with 800 alternating steps (600 Psi steps) instead of 200 (140)
   "latent20_long": ("--config.latent_dim=20", "--config.num_steps=2800"),
+  # latent20 with 2 200 alternating steps (1 650 Psi steps)
+  "latent20_xlong": ("--config.latent_dim=20", "--config.num_steps=4200"),
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
@@ -58,7 +60,11 @@ LEVERS = {
   # the paper's Psi rate cap; the CPU budget's rate is 0.05
   "psi_cap": ("--config.lr_psi=0.008", "--config.max_lr_psi=0.008"),
 }
-CONTINUES = {"base_long": "base", "latent20_long": "latent20"}
+CONTINUES = {
+  "base_long": "base",
+  "latent20_long": "latent20",
+  "latent20_xlong": "latent20_long",
+}
 KEYS = (
   "rotation_gated_span_degrees",
   "rotation_gated_span_quartiles",
@@ -138,8 +144,16 @@ def run_all(
   running = {}  # core -> (process, run)
   while todo or running:
     for core in range(jobs):
-      if core not in running and todo:
-        lever, seed = todo.pop(0)
+      busy = {run for _, run in running.values()}
+      # a longer lever waits for its shorter lever's run of the same seed
+      ready = [
+        (lever, seed)
+        for lever, seed in todo
+        if (CONTINUES.get(lever), seed) not in set(todo) | busy
+      ]
+      if core not in running and ready:
+        lever, seed = ready[0]
+        todo.remove((lever, seed))
         workdir = _workdir(root, lever, seed)
         if lever in CONTINUES and not workdir.exists():
           shorter = _workdir(root, CONTINUES[lever], seed)

@@ -535,6 +535,26 @@ def test_rot_levers_continue_a_finished_shorter_run(tmp_path, monkeypatch):
   assert cmd[-2:] == ["--config.num_steps=2800", "--resume"]
 
 
+def test_rot_levers_longer_lever_waits_for_its_shorter_run(tmp_path, monkeypatch):
+  """Two at a time, a longer lever listed before another seed's run waits
+  for its shorter run of the same seed and then resumes a copy of it."""
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_levers
+
+  def finish(workdir):
+    workdir.mkdir(exist_ok=True)
+    (workdir / "config.json").write_text("{}")
+    (workdir / "summary.json").write_text("{}")
+
+  started = _fake_runs(monkeypatch, finish)
+  runs = [("base", 0), ("base_long", 0), ("base", 1)]
+  rot_levers.run_all(runs, tmp_path, "D", 2)
+  workdirs = [next(a for a in c if a.startswith("--workdir=")) for c in started]
+  names = [pathlib.Path(w[10:]).name for w in workdirs]
+  assert names == ["base_s0", "base_s1", "base_long_s0"]
+  assert started[-1][-1] == "--resume"
+
+
 def test_rot_levers_add_to_the_levers_measured_before(tmp_path):
   """New levers and seeds join an existing results file; a lever whose
   flags changed is refused rather than mixed."""
