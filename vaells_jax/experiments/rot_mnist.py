@@ -34,7 +34,7 @@ def get_config(budget: str = "paper") -> Config:
   # 0.05 from the start (paper: 1e-5 growing to a cap of 0.008 over ~3 750
   # Psi steps): with the paper's cap, 140 steps leave Psi near its random
   # start, at 0.05 it becomes the rotation (levers psi_cap and base in
-  # docs/experiments-rot-mnist.md#gated-span-on-the-papers-split).
+  # docs/experiments-rot-mnist-levers.md).
   return digits.for_budget(
     budget,
     paper,
