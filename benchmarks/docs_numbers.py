@@ -909,9 +909,10 @@ def swiss_verdict_fit() -> str:
   )
 
 
-def rot_levers_table() -> str:
-  """docs/experiments-rot-mnist.md: the lever study on the paper's split."""
-  return _block(rot_levers.table(_load("rot_mnist_levers.json")["levers"]).split("\n"))
+def rot_levers_table(name: str = "rot_mnist_levers") -> str:
+  """docs/experiments-rot-mnist-levers.md: a lever study on the paper's split
+  (``rot_levers.py --out=docs/results/NAME.json``)."""
+  return _block(rot_levers.table(_load(f"{name}.json")["levers"]).split("\n"))
 
 
 ROT_LEVER_KEYS = {  # rot-lever's keys: the summary's name and its format
@@ -920,33 +921,38 @@ ROT_LEVER_KEYS = {  # rot-lever's keys: the summary's name and its format
   "cos": ("reference_cosine", "{:.2f}"),
   "rejected": ("psi_rejected_steps", "{:g}"),
   "mse": ("mse", "{:.4f}"),
+  "correlation_gate": ("rotation_correlation_gate_only_span_degrees", "{:g}°"),
+  "class_gate": ("rotation_class_gate_only_span_degrees", "{:g}°"),
 }
 
 
-def _lever_values(lever: str, key: str) -> list:
-  """A lever's ``key`` (:data:`ROT_LEVER_KEYS`) per seed, in seed order."""
-  seeds = _load("rot_mnist_levers.json")["levers"][lever]["seeds"]
+def _lever_values(lever: str, key: str, name: str = "rot_mnist_levers") -> list:
+  """A lever's ``key`` (:data:`ROT_LEVER_KEYS`) per seed, in seed order, in
+  ``docs/results/NAME.json``."""
+  seeds = _load(f"{name}.json")["levers"][lever]["seeds"]
   return [seeds[seed][ROT_LEVER_KEYS[key][0]] for seed in sorted(seeds, key=int)]
 
 
-def rot_lever(lever: str, key: str) -> str:
-  """docs/experiments-rot-mnist.md: a lever's lowest–highest ``key`` over its
-  seeds (:data:`ROT_LEVER_KEYS`)."""
-  values, fmt = _lever_values(lever, key), ROT_LEVER_KEYS[key][1]
+def rot_lever(lever: str, key: str, name: str = "rot_mnist_levers") -> str:
+  """docs/experiments-rot-mnist-levers.md: a lever's lowest–highest ``key``
+  over its seeds (:data:`ROT_LEVER_KEYS`)."""
+  values, fmt = _lever_values(lever, key, name), ROT_LEVER_KEYS[key][1]
   low, high = fmt.format(min(values)), fmt.format(max(values))
   return low if low == high else f"{low}–{high}"
 
 
-def rot_lever_each(lever: str, key: str) -> str:
-  """docs/experiments-rot-mnist.md: a lever's ``key`` per seed, in seed order."""
+def rot_lever_each(lever: str, key: str, name: str = "rot_mnist_levers") -> str:
+  """docs/experiments-rot-mnist-levers.md: a lever's ``key`` per seed, in seed
+  order."""
   fmt = ROT_LEVER_KEYS[key][1]
-  return ", ".join(fmt.format(v) for v in _lever_values(lever, key))
+  return ", ".join(fmt.format(v) for v in _lever_values(lever, key, name))
 
 
-def rot_lever_vs(lever: str, base: str = "base") -> str:
-  """docs/experiments-rot-mnist.md: each seed's gated span without and with
-  the lever ("56.5° → 64°, ...")."""
-  pairs = zip(_lever_values(base, "span"), _lever_values(lever, "span"), strict=True)
+def rot_lever_vs(lever: str, base: str = "base", name: str = "rot_mnist_levers") -> str:
+  """docs/experiments-rot-mnist-levers.md: each seed's gated span without and
+  with the lever ("56.5° → 64°, ...")."""
+  spans = [_lever_values(x, "span", name) for x in (base, lever)]
+  pairs = zip(*spans, strict=True)
   return ", ".join(f"{a:g}° → {b:g}°" for a, b in pairs)
 
 

@@ -51,6 +51,8 @@ LEVERS = {
   "latent20_long": ("--config.latent_dim=20", "--config.num_steps=2800"),
   # latent20 with 2 200 alternating steps (1 650 Psi steps)
   "latent20_xlong": ("--config.latent_dim=20", "--config.num_steps=4200"),
+  # latent20 with the paper's 5 000 alternating steps (3 750 Psi steps)
+  "latent20_alt5000": ("--config.latent_dim=20", "--config.num_steps=7000"),
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
@@ -64,6 +66,7 @@ CONTINUES = {
   "base_long": "base",
   "latent20_long": "latent20",
   "latent20_xlong": "latent20_long",
+  "latent20_alt5000": "latent20_xlong",
 }
 KEYS = (
   "rotation_gated_span_degrees",
