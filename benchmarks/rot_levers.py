@@ -49,9 +49,9 @@ LEVERS = {
   "latent20": ("--config.latent_dim=20",),  # paper: 10
   # latent20 with 800 alternating steps (600 Psi steps) instead of 200 (140)
   "latent20_long": ("--config.latent_dim=20", "--config.num_steps=2800"),
-  # latent20 with 2 200 alternating steps (1 650 Psi steps)
+  # latent20 with 2 200 alternating steps (1 640 Psi steps)
   "latent20_xlong": ("--config.latent_dim=20", "--config.num_steps=4200"),
-  # latent20 with the paper's 5 000 alternating steps (3 750 Psi steps)
+  # latent20 with the paper's 5 000 alternating steps (3 740 Psi steps)
   "latent20_alt5000": ("--config.latent_dim=20", "--config.num_steps=7000"),
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
@@ -147,6 +147,8 @@ def run_all(
   running = {}  # core -> (process, run)
   while todo or running:
     for core in range(jobs):
+      if core in running:
+        continue
       busy = {run for _, run in running.values()}
       # a longer lever waits for its shorter lever's run of the same seed
       ready = [
@@ -154,7 +156,7 @@ def run_all(
         for lever, seed in todo
         if (CONTINUES.get(lever), seed) not in set(todo) | busy
       ]
-      if core not in running and ready:
+      if ready:
         lever, seed = ready[0]
         todo.remove((lever, seed))
         workdir = _workdir(root, lever, seed)
