@@ -149,12 +149,10 @@ def run_all(
     for core in range(jobs):
       if core in running:
         continue
-      busy = {run for _, run in running.values()}
       # a longer lever waits for its shorter lever's run of the same seed
+      pending = set(todo) | {run for _, run in running.values()}
       ready = [
-        (lever, seed)
-        for lever, seed in todo
-        if (CONTINUES.get(lever), seed) not in set(todo) | busy
+        (lev, seed) for lev, seed in todo if (CONTINUES.get(lev), seed) not in pending
       ]
       if ready:
         lever, seed = ready[0]
