@@ -223,14 +223,7 @@ def rotation_report(trained, workdir) -> dict:
   m = int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))
   b = 1.0 / cfg.zeta3
 
-  # The reference: the operator fitted to the encoder's own rotation orbits.
-  orbits = _chunked(
-    encode,
-    np.asarray(
-      rotated_copies(data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)
-    ).reshape(-1, data.data_dim),
-  ).reshape(-1, REFERENCE_ANGLES, cfg.latent_dim)
-  reference = np.asarray(fit_orbit_operator(orbits), np.float64)
+  reference = reference_operator(trained, encode)
   learned = np.asarray(psi[m], np.float64)
   metrics = _gated_rotation(
     trained, encode, decode, (psi[m], reference), k_cons, pathlib.Path(workdir)
@@ -259,6 +252,20 @@ def rotation_report(trained, workdir) -> dict:
   return metrics
 
 
+def reference_operator(trained, encode) -> np.ndarray:
+  """The reference: the operator :func:`fit_orbit_operator` fits to the
+  encoder's own orbits of ``REFERENCE_DIGITS`` training digits rotated by
+  ``REFERENCE_ANGLES`` equal steps, ``[d, d]`` float64."""
+  data = trained.data
+  orbits = _chunked(
+    encode,
+    np.asarray(
+      rotated_copies(data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)
+    ).reshape(-1, data.data_dim),
+  ).reshape(-1, REFERENCE_ANGLES, trained.config.latent_dim)
+  return np.asarray(fit_orbit_operator(orbits), np.float64)
+
+
 def _gated_rotation(trained, encode, decode, operators, key, workdir) -> dict:
   """The gated rotation span of ``operators = (learned, reference)``.
 
@@ -267,6 +274,44 @@ def _gated_rotation(trained, encode, decode, operators, key, workdir) -> dict:
   reports ``rotation_eval_time_s``, what this part of the evaluation took.
   """
   start_time = time.perf_counter()
+  found = gated_operator_spans(trained, encode, decode, operators, key)
+  labels, level = found["labels"], found["level"]
+  (ts, spans), (_, reference) = found["paths"]
+  metrics = summarize_spans(spans, labels, level)
+  metrics.update(
+    rotation_gate_percentile=GATE_PERCENTILE,
+    rotation_autoencoder_correlation_median=float(np.median(found["corrs"])),
+    rotation_autoencoder_angle_error_median=float(
+      np.median(np.abs((found["found"] - found["angles"] + 180.0) % 360.0 - 180.0))
+    ),
+    reference_rotation_gated_span_degrees=float(np.median(reference["gated"])),
+    classifier_test_accuracy=found["classifier_accuracy"],
+  )
+  shown = [np.flatnonzero(labels == c)[0] for c in np.unique(labels)]
+  image_plots.plot_rotation_fidelity(
+    workdir / "rotation_fidelity.png",
+    ts,
+    spans["angles"][shown],
+    spans["gated"][shown],
+    spans["kept"][shown],
+  )
+  metrics["rotation_eval_time_s"] = time.perf_counter() - start_time
+  return metrics
+
+
+def gated_operator_spans(trained, encode, decode, operators, key) -> dict:
+  """:func:`gated_rotation_spans` of each operator on one draw of test digits.
+
+  ``config.eval_rotation_digits`` test digits (drawn by ``key``) are moved
+  along each operator's :func:`gated_path_grid`, with one correlation gate
+  and one digit classifier for all operators (module docstring).
+
+  Returns:
+    ``{"paths": [(coefficients, spans)] per operator, "x", "labels",
+    "starts" (the digits' codes), "level", "corrs", "found", "angles"
+    (the autoencoder's own rotated reconstructions: best correlations,
+    angles found, true angles), "classifier_accuracy"}``.
+  """
   data, cfg = trained.data, trained.config
   k_pick, k_angle, k_train = jax.random.split(key, 3)
   x_all = np.asarray(data.x_test, np.float32)
@@ -283,36 +328,25 @@ def _gated_rotation(trained, encode, decode, operators, key, workdir) -> dict:
 
   classifier = _digit_classifier(data, k_train)
   b = 1.0 / cfg.zeta3
-  results = []
+  paths = []
   for op in operators:
     ts = gated_path_grid(op, starts, 1000 * b)
-    centre = len(ts) // 2
     frames = _decoded_paths(decode, op, starts, ts)
     spans = gated_rotation_spans(
-      frames, labels, lambda im: predict(classifier, im), level, centre
+      frames, labels, lambda im: predict(classifier, im), level, len(ts) // 2
     )
-    results.append((ts, spans))
-  metrics = summarize_spans(results[0][1], labels, level)
-  metrics.update(
-    rotation_gate_percentile=GATE_PERCENTILE,
-    rotation_autoencoder_correlation_median=float(np.median(corrs)),
-    rotation_autoencoder_angle_error_median=float(
-      np.median(np.abs((found - np.asarray(angles) + 180.0) % 360.0 - 180.0))
-    ),
-    reference_rotation_gated_span_degrees=float(np.median(results[1][1]["gated"])),
-    classifier_test_accuracy=accuracy(classifier, x_all, data.labels_test),
-  )
-  ts, spans = results[0]
-  shown = [np.flatnonzero(labels == c)[0] for c in np.unique(labels)]
-  image_plots.plot_rotation_fidelity(
-    workdir / "rotation_fidelity.png",
-    ts,
-    spans["angles"][shown],
-    spans["gated"][shown],
-    spans["kept"][shown],
-  )
-  metrics["rotation_eval_time_s"] = time.perf_counter() - start_time
-  return metrics
+    paths.append((ts, spans))
+  return {
+    "paths": paths,
+    "x": x,
+    "labels": labels,
+    "starts": starts,
+    "level": level,
+    "corrs": corrs,
+    "found": found,
+    "angles": np.asarray(angles),
+    "classifier_accuracy": accuracy(classifier, x_all, data.labels_test),
+  }
 
 
 def _baseline_report(trained, workdir, summary) -> dict:
