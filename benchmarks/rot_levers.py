@@ -53,6 +53,14 @@ LEVERS = {
   "latent20_xlong": ("--config.latent_dim=20", "--config.num_steps=4200"),
   # latent20 with the paper's 5 000 alternating steps (3 740 Psi steps)
   "latent20_alt5000": ("--config.latent_dim=20", "--config.num_steps=7000"),
+  # latent20(_long) with anchors 72 degrees apart: the prior then asks Psi
+  # for transports of up to 36 degrees instead of 18
+  "latent20_anchors5": ("--config.latent_dim=20", "--config.rotation_anchors=5"),
+  "latent20_anchors5_long": (
+    "--config.latent_dim=20",
+    "--config.rotation_anchors=5",
+    "--config.num_steps=2800",
+  ),
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
@@ -67,6 +75,7 @@ CONTINUES = {
   "latent20_long": "latent20",
   "latent20_xlong": "latent20_long",
   "latent20_alt5000": "latent20_xlong",
+  "latent20_anchors5_long": "latent20_anchors5",
 }
 KEYS = (
   "rotation_gated_span_degrees",
