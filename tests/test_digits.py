@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.linalg
 from conftest import mnist_dir
 
 from vaells_jax.config import Config
@@ -432,6 +433,34 @@ def test_rot_mnist_command_line_smoke(tmp_path, monkeypatch):
   moved = row | {"new": row["new"] | {"rotation_gated_span_degrees": 400.0}}
   assert "→ **400° (" in rot_regrid.table({str(workdir): moved})
 
+  # benchmarks/rot_operator_parts.py measures the run's own operators as its
+  # evaluation did, and the objective at psi = L differs from itself by 0.
+  import rot_operator_parts
+
+  parts = rot_operator_parts.analyse(workdir, batches=2)
+  learned, reference = parts["spans"]["learned"], parts["spans"]["reference"]
+  assert learned["gated"] == summary["rotation_gated_span_degrees"]
+  assert learned["quartiles"] == summary["rotation_gated_span_quartiles"]
+  assert reference["gated"] == summary["reference_rotation_gated_span_degrees"]
+  assert learned["cos"] == pytest.approx(summary["reference_cosine"], rel=1e-6)
+  assert reference["cos"] == pytest.approx(1.0)
+  assert set(parts["spans"]) == {
+    "learned",
+    "reference",
+    *rot_operator_parts.FIT_LAGS,
+    "learned_turning_part",
+    *(f"mix_{s:g}" for s in rot_operator_parts.MIXES),
+  }
+  objective = parts["objective"]
+  assert objective["learned"]["diff"] == 0 == objective["learned"]["diff_se"]
+  assert all(np.isfinite(v["value"]) for v in objective.values())
+  assert len(objective) == 2 + len(rot_operator_parts.MIXES) + 2 * len(
+    rot_operator_parts.SCALES
+  )
+  runs = {workdir: parts}
+  assert rot_operator_parts.table(runs).count("\n") == 1 + len(parts["spans"])
+  assert "| reference | " in rot_operator_parts.objective_table(runs)
+
 
 def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
   sys.path.insert(0, str(ROOT))
@@ -451,6 +480,27 @@ def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
     ]
   )
   assert code == 2 and not (tmp_path / "w").exists()
+
+
+def test_rot_operator_parts_turning_part_and_mixtures():
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_operator_parts as parts
+
+  damped = np.array([[-0.1, -2.0], [2.0, -0.1]])  # turns and decays
+  basis = np.array([[1.0, 0.5], [0.2, 1.0]])
+  op = basis @ damped @ np.linalg.inv(basis)
+  turning = parts.turning_part(op)
+  lam = np.linalg.eigvals(turning)
+  np.testing.assert_allclose(np.sort(lam.imag), [-2.0, 2.0], atol=1e-12)
+  np.testing.assert_allclose(lam.real, 0.0, atol=1e-12)
+  # no decay left: a full turn (t = pi) brings every point back
+  np.testing.assert_allclose(scipy.linalg.expm(np.pi * turning), np.eye(2), atol=1e-9)
+  reference = np.array([[0.0, -3.0], [3.0, 0.0]])
+  mixes = parts.mixtures(op, reference, (0.0, 1.0))
+  np.testing.assert_allclose(mixes["mix_0"], op)
+  # s = 1: op's projection onto the reference's line
+  assert np.sum((op - mixes["mix_1"]) * reference) == pytest.approx(0.0, abs=1e-12)
+  assert parts.cosine(mixes["mix_1"], reference) == pytest.approx(1.0)
 
 
 def test_rot_levers_change_one_setting_each_and_tabulate(tmp_path):
