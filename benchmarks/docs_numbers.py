@@ -36,6 +36,7 @@ import docs_synthetic
 import docs_training
 import numpy as np
 import rot_levers
+import rot_operator_parts
 import rot_regrid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -962,6 +963,38 @@ def rot_regrid_table() -> str:
   return _block(rot_regrid.table(_load("rot_mnist_regrid.json")["runs"]).split("\n"))
 
 
+def _operator_parts(name: str) -> dict:
+  return _load(f"{name}.json")["runs"]
+
+
+def rot_parts_table(name: str = "rot_operator_parts") -> str:
+  """docs/experiments-rot-mnist-levers.md: spans of operators between the
+  learned and the reference one (``rot_operator_parts.py --out=NAME``)."""
+  return _block(rot_operator_parts.table(_operator_parts(name)).split("\n"))
+
+
+def rot_parts_objective(name: str = "rot_operator_parts") -> str:
+  """docs/experiments-rot-mnist-levers.md: the ``Psi`` objective at those
+  operators, from the learned one's (``rot_operator_parts.py``)."""
+  table = rot_operator_parts.objective_table(_operator_parts(name))
+  return _block(table.split("\n"))
+
+
+def rot_part(operator: str, key: str, name: str = "rot_operator_parts") -> str:
+  """docs/experiments-rot-mnist-levers.md: an operator's lowest–highest
+  ``key`` over the runs: ``gated`` span, ``cos`` with the reference, or its
+  objective's ``diff`` from the learned operator's."""
+  runs = _operator_parts(name).values()
+  if key == "diff":
+    values = [run["objective"][operator]["diff"] for run in runs]
+    fmt = "{:.3f}"
+  else:
+    values = [run["spans"][operator][key] for run in runs]
+    fmt = "{:g}°" if key == "gated" else "{:.3f}"
+  low, high = fmt.format(min(values)), fmt.format(max(values))
+  return low if low == high else f"{low}–{high}"
+
+
 def _scheduler_steps() -> dict:
   """``{(experiment, phase): {setting: fastest step s over rounds}}`` of
   ``step_phases.py --scheduler-rounds``."""
@@ -1684,6 +1717,9 @@ RENDERERS = {
   "rot-lever-each": rot_lever_each,
   "rot-lever-vs": rot_lever_vs,
   "rot-regrid-table": rot_regrid_table,
+  "rot-parts-table": rot_parts_table,
+  "rot-parts-objective": rot_parts_objective,
+  "rot-part": rot_part,
   "scheduler-step": scheduler_step,
   "scheduler-ratio": scheduler_ratio,
   "swiss-dictionary-draws": swiss_dictionary_draws,
