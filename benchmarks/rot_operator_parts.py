@@ -55,20 +55,11 @@ def cosine(a, b) -> float:
 
 def operators(trained, encode, learned, reference) -> dict:
   """The operators whose spans are measured (module docstring), by name."""
-  from vaells_jax.data.augment import rotated_copies
-  from vaells_jax.evaluation import image_report as ir
-  from vaells_jax.evaluation.rotation import fit_orbit_operator
+  from vaells_jax.evaluation.image_report import reference_operator
 
-  data, cfg = trained.data, trained.config
-  orbits = ir._chunked(
-    encode,
-    np.asarray(
-      rotated_copies(data.x_train[: ir.REFERENCE_DIGITS], ir.REFERENCE_ANGLES)
-    ).reshape(-1, data.data_dim),
-  ).reshape(-1, ir.REFERENCE_ANGLES, cfg.latent_dim)
   ops = {"learned": learned, "reference": reference}
   for name, lags in FIT_LAGS.items():
-    ops[name] = np.asarray(fit_orbit_operator(orbits, lags=lags), np.float64)
+    ops[name] = reference_operator(trained, encode, lags)
   ops["learned_turning_part"] = turning_part(learned)
   ops.update(mixtures(learned, reference, MIXES))
   return ops

@@ -252,10 +252,10 @@ def rotation_report(trained, workdir) -> dict:
   return metrics
 
 
-def reference_operator(trained, encode) -> np.ndarray:
-  """The reference: the operator :func:`fit_orbit_operator` fits to the
-  encoder's own orbits of ``REFERENCE_DIGITS`` training digits rotated by
-  ``REFERENCE_ANGLES`` equal steps, ``[d, d]`` float64."""
+def reference_operator(trained, encode, lags=(1, 2, 4)) -> np.ndarray:
+  """The reference: the operator :func:`fit_orbit_operator` fits (at
+  ``lags``) to the encoder's own orbits of ``REFERENCE_DIGITS`` training
+  digits rotated by ``REFERENCE_ANGLES`` equal steps, ``[d, d]`` float64."""
   data = trained.data
   orbits = _chunked(
     encode,
@@ -263,7 +263,7 @@ def reference_operator(trained, encode) -> np.ndarray:
       rotated_copies(data.x_train[:REFERENCE_DIGITS], REFERENCE_ANGLES)
     ).reshape(-1, data.data_dim),
   ).reshape(-1, REFERENCE_ANGLES, trained.config.latent_dim)
-  return np.asarray(fit_orbit_operator(orbits), np.float64)
+  return np.asarray(fit_orbit_operator(orbits, lags), np.float64)
 
 
 def _gated_rotation(trained, encode, decode, operators, key, workdir) -> dict:
@@ -307,10 +307,10 @@ def gated_operator_spans(trained, encode, decode, operators, key) -> dict:
   and one digit classifier for all operators (module docstring).
 
   Returns:
-    ``{"paths": [(coefficients, spans)] per operator, "x", "labels",
-    "starts" (the digits' codes), "level", "corrs", "found", "angles"
-    (the autoencoder's own rotated reconstructions: best correlations,
-    angles found, true angles), "classifier_accuracy"}``.
+    ``{"paths": [(coefficients, spans)] per operator, "labels", "level",
+    "corrs", "found", "angles" (the autoencoder's own rotated
+    reconstructions: best correlations, angles found, true angles),
+    "classifier_accuracy"}``.
   """
   data, cfg = trained.data, trained.config
   k_pick, k_angle, k_train = jax.random.split(key, 3)
@@ -338,9 +338,7 @@ def gated_operator_spans(trained, encode, decode, operators, key) -> dict:
     paths.append((ts, spans))
   return {
     "paths": paths,
-    "x": x,
     "labels": labels,
-    "starts": starts,
     "level": level,
     "corrs": corrs,
     "found": found,
