@@ -39,7 +39,7 @@ import pathlib
 import numpy as np
 
 MIXES = (0.25, 0.5, 0.75)  # the operators (1 - s) L + s b R that are measured
-SCALES = (0.5, 0.75, 1.25, 1.5)  # R at these times L's scale (objective only)
+SCALES = (0.5, 0.75, 1.25, 1.5)  # L and b R times these (objective only)
 FIT_LAGS = {"reference_lag1": (1,), "reference_lags12": (1, 2)}
 
 
@@ -47,10 +47,6 @@ def turning_part(op) -> np.ndarray:
   """``op`` with the real parts of its eigenvalues set to 0 (same eigenvectors)."""
   lam, vecs = np.linalg.eig(np.asarray(op, np.float64))
   return np.real(vecs @ np.diag(1j * lam.imag) @ np.linalg.inv(vecs))
-
-
-def cosine(a, b) -> float:
-  return float(abs(np.sum(a * b)) / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def operators(trained, encode, learned, reference) -> dict:
@@ -65,10 +61,15 @@ def operators(trained, encode, learned, reference) -> dict:
   return ops
 
 
+def at_learned_scale(learned, reference) -> np.ndarray:
+  """``b R``, ``b = <L, R> / <R, R>``: ``L``'s projection onto ``R``'s line."""
+  return np.sum(learned * reference) / np.sum(reference * reference) * reference
+
+
 def mixtures(learned, reference, fractions) -> dict:
-  """``{"mix_s": (1 - s) L + s b R}``, ``b = <L, R> / <R, R>``."""
-  b = np.sum(learned * reference) / np.sum(reference * reference)
-  return {f"mix_{s:g}": (1 - s) * learned + s * b * reference for s in fractions}
+  """``{"mix_s": (1 - s) L + s b R}`` (:func:`at_learned_scale`)."""
+  scaled = at_learned_scale(learned, reference)
+  return {f"mix_{s:g}": (1 - s) * learned + s * scaled for s in fractions}
 
 
 def objective_values(trained, ops: dict, batches: int) -> dict:
@@ -137,6 +138,7 @@ def analyse(folder: pathlib.Path, batches: int) -> dict:
 
   import vaells_jax
   from vaells_jax.evaluation import image_report as ir
+  from vaells_jax.evaluation.rotation import operator_cosine
 
   trained = vaells_jax.load(folder)
   cfg, model, params = trained.config, trained._model, trained.params
@@ -155,14 +157,14 @@ def analyse(folder: pathlib.Path, batches: int) -> dict:
       "quartiles": np.percentile(s["gated"], [25, 75]).tolist(),
       "correlation_only": float(np.median(s["correlation_only"])),
       "class_only": float(np.median(s["class_only"])),
-      "cos": cosine(ops[name], reference),
+      "cos": operator_cosine(ops[name], reference),
     }
-  b = np.sum(learned * reference) / np.sum(reference * reference)
+  scaled = at_learned_scale(learned, reference)
   along = {"learned": learned, **mixtures(learned, reference, MIXES)}
-  along["reference"] = b * reference
+  along["reference"] = scaled
   for c in SCALES:
     along[f"learned_x{c:g}"] = c * learned
-    along[f"reference_x{c:g}"] = c * b * reference
+    along[f"reference_x{c:g}"] = c * scaled
   return {
     "spans": spans,
     "objective": objective_values(trained, along, batches),

@@ -500,7 +500,8 @@ def test_rot_operator_parts_turning_part_and_mixtures():
   np.testing.assert_allclose(mixes["mix_0"], op)
   # s = 1: op's projection onto the reference's line
   assert np.sum((op - mixes["mix_1"]) * reference) == pytest.approx(0.0, abs=1e-12)
-  assert parts.cosine(mixes["mix_1"], reference) == pytest.approx(1.0)
+  assert rotation.operator_cosine(mixes["mix_1"], reference) == pytest.approx(1.0)
+  assert rotation.operator_cosine(-op, op) == pytest.approx(1.0)  # sign-blind
 
 
 def test_rot_levers_change_one_setting_each_and_tabulate(tmp_path):

@@ -66,6 +66,7 @@ from vaells_jax.evaluation.rotation import (
   gated_path_grid,
   gated_rotation_spans,
   matched_angles,
+  operator_cosine,
   path_span,
   rotation_gate_level,
   rotation_path_stats,
@@ -228,11 +229,7 @@ def rotation_report(trained, workdir) -> dict:
   metrics = _gated_rotation(
     trained, encode, decode, (psi[m], reference), k_cons, pathlib.Path(workdir)
   )
-  metrics["reference_cosine"] = float(
-    abs(np.sum(learned * reference))
-    / np.linalg.norm(learned)
-    / np.linalg.norm(reference)
-  )
+  metrics["reference_cosine"] = operator_cosine(learned, reference)
 
   # The ungated rise: matched angles along a half turn each way of one
   # upright test digit per class.

@@ -37,6 +37,7 @@ __all__ = [
   "fit_orbit_operator",
   "gated_rotation_spans",
   "matched_angles",
+  "operator_cosine",
   "gated_path_grid",
   "path_span",
   "rotation_gate_level",
@@ -154,6 +155,12 @@ def fit_orbit_operator(
     (psi, opt.init(psi))
   )
   return psi
+
+
+def operator_cosine(a, b) -> float:
+  """``|cos|`` between two operators as vectors: ``|<a, b>| / (|a| |b|)``
+  (an operator's sign is arbitrary)."""
+  return float(abs(np.sum(a * b)) / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def _longest_rise(steps) -> float:
