@@ -37,6 +37,7 @@ import docs_training
 import numpy as np
 import rot_levers
 import rot_operator_parts
+import rot_prior_terms
 import rot_regrid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -968,20 +969,20 @@ def _operator_parts(name: str) -> dict:
 
 
 def rot_parts_table(name: str = "rot_operator_parts") -> str:
-  """docs/experiments-rot-mnist-levers.md: spans of operators between the
+  """docs/experiments-rot-mnist-operator.md: spans of operators between the
   learned and the reference one (``rot_operator_parts.py --out=NAME``)."""
   return _block(rot_operator_parts.table(_operator_parts(name)).split("\n"))
 
 
 def rot_parts_objective(name: str = "rot_operator_parts") -> str:
-  """docs/experiments-rot-mnist-levers.md: the ``Psi`` objective at those
+  """docs/experiments-rot-mnist-operator.md: the ``Psi`` objective at those
   operators, from the learned one's (``rot_operator_parts.py``)."""
   table = rot_operator_parts.objective_table(_operator_parts(name))
   return _block(table.split("\n"))
 
 
 def rot_part(operator: str, key: str, name: str = "rot_operator_parts") -> str:
-  """docs/experiments-rot-mnist-levers.md: an operator's lowest–highest
+  """docs/experiments-rot-mnist-operator.md: an operator's lowest–highest
   ``key`` over the runs: ``gated`` span, ``cos`` with the reference, or its
   objective's ``diff`` from the learned operator's."""
   runs = _operator_parts(name).values()
@@ -991,6 +992,42 @@ def rot_part(operator: str, key: str, name: str = "rot_operator_parts") -> str:
   else:
     values = [run["spans"][operator][key] for run in runs]
     fmt = "{:g}°" if key == "gated" else "{:.3f}"
+  low, high = fmt.format(min(values)), fmt.format(max(values))
+  return low if low == high else f"{low}–{high}"
+
+
+def rot_terms_table() -> str:
+  """docs/experiments-rot-mnist-operator.md: the ``Psi`` objective's terms
+  per operator and samples (``rot_prior_terms.py``)."""
+  return _block(
+    rot_prior_terms.table(_load("rot_prior_terms.json")["runs"]).split("\n")
+  )
+
+
+def rot_reach_table() -> str:
+  """docs/experiments-rot-mnist-operator.md: the prior's coefficients from a
+  digit's code to its turned codes (``rot_prior_terms.py``)."""
+  runs = _load("rot_prior_terms.json")["runs"]
+  return _block(rot_prior_terms.reach_table(runs).split("\n"))
+
+
+def rot_term(samples: str, psi: str, key: str, name: str = "rot_prior_terms") -> str:
+  """docs/experiments-rot-mnist-operator.md: lowest–highest over the runs of
+  a cell's ``key`` (``diff``: from (``L``, ``L``); a term or distance)."""
+  runs = _load(f"{name}.json")["runs"].values()
+  values = [r["grid"][samples][psi][key] for r in runs]
+  fmt = "{:.1f}" if key == "c_p" else "{:.3f}"
+  low, high = fmt.format(min(values)), fmt.format(max(values))
+  return low if low == high else f"{low}–{high}"
+
+
+def rot_reach(psi: str, angle: str, key: str, name: str = "rot_prior_terms") -> str:
+  """docs/experiments-rot-mnist-operator.md: lowest–highest over the runs of
+  the prior's inference over a turn of ``angle`` degrees: the median ``c``
+  or the share taken the ``long_way`` round."""
+  runs = _load(f"{name}.json")["runs"].values()
+  values = [r["reach"][psi][angle][key] for r in runs]
+  fmt = "{:.0%}" if key == "long_way" else "{:.1f}"
   low, high = fmt.format(min(values)), fmt.format(max(values))
   return low if low == high else f"{low}–{high}"
 
@@ -1720,6 +1757,10 @@ RENDERERS = {
   "rot-parts-table": rot_parts_table,
   "rot-parts-objective": rot_parts_objective,
   "rot-part": rot_part,
+  "rot-terms-table": rot_terms_table,
+  "rot-reach-table": rot_reach_table,
+  "rot-term": rot_term,
+  "rot-reach": rot_reach,
   "scheduler-step": scheduler_step,
   "scheduler-ratio": scheduler_ratio,
   "swiss-dictionary-draws": swiss_dictionary_draws,

@@ -72,6 +72,30 @@ def mixtures(learned, reference, fractions) -> dict:
   return {f"mix_{s:g}": (1 - s) * learned + s * scaled for s in fractions}
 
 
+def last_psi_batches(trained, batches: int):
+  """``(step, batch, key)`` of the run's last ``batches`` ``Psi`` steps: the
+  batch it trained on there and one step key per batch (common to every
+  operator measured)."""
+  import jax
+
+  from vaells_jax.training.guards import batch_indices
+  from vaells_jax.training.step import phase_of
+
+  cfg, data = trained.config, trained.data
+  psi_steps = []
+  for at in range(cfg.num_steps - 1, -1, -1):
+    if len(psi_steps) == batches:
+      break
+    if bool(phase_of(at, cfg).update_psi):
+      psi_steps.append(at)
+  x = np.asarray(data.x_train, np.float32)
+  labels = np.asarray(data.labels_train, np.int32)
+  for j, at in enumerate(psi_steps):
+    idx = batch_indices(cfg.seed, at, x.shape[0], cfg.batch_size)
+    key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 3), j)
+    yield at, {"x": x[idx], "label": labels[idx]}, key
+
+
 def objective_values(trained, ops: dict, batches: int) -> dict:
   """The transport part of the objective at each ``psi`` in ``ops``.
 
@@ -85,31 +109,18 @@ def objective_values(trained, ops: dict, batches: int) -> dict:
   import jax.numpy as jnp
 
   from vaells_jax.models.vaells import Model
-  from vaells_jax.training.guards import batch_indices
   from vaells_jax.training.optim import make_optimizer
-  from vaells_jax.training.step import TrainState, phase_of, train_step_fn
+  from vaells_jax.training.step import TrainState, train_step_fn
 
-  cfg, data = trained.config, trained.data
-  params = trained.params
-  step = jax.jit(train_step_fn(Model.create(cfg, data.data_dim), warmup=False))
+  cfg, params = trained.config, trained.params
+  step = jax.jit(train_step_fn(Model.create(cfg, trained.data.data_dim), warmup=False))
   state = TrainState(
     step=jnp.zeros((), jnp.int32),
     params=params,
     opt_state=make_optimizer(cfg).init(params),
   )
-  psi_steps = []  # the run's last Psi steps
-  for at in range(cfg.num_steps - 1, -1, -1):
-    if len(psi_steps) == batches:
-      break
-    if bool(phase_of(at, cfg).update_psi):
-      psi_steps.append(at)
-  x = np.asarray(data.x_train, np.float32)
-  labels = np.asarray(data.labels_train, np.int32)
   parts = {name: [] for name in ops}
-  for j, at in enumerate(psi_steps):
-    idx = batch_indices(cfg.seed, at, x.shape[0], cfg.batch_size)
-    batch = {"x": x[idx], "label": labels[idx]}
-    key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed + 3), j)
+  for at, batch, key in last_psi_batches(trained, batches):
     for name, op in ops.items():
       psi = jnp.asarray(np.asarray(op)[None], jnp.float32)
       _, m = step(

@@ -461,6 +461,22 @@ def test_rot_mnist_command_line_smoke(tmp_path, monkeypatch):
   assert rot_operator_parts.table(runs).count("\n") == 1 + len(parts["spans"])
   assert "| reference | " in rot_operator_parts.objective_table(runs)
 
+  # benchmarks/rot_prior_terms.py: its terms with samples along psi add up to
+  # the objective rot_operator_parts measured through the training step.
+  import rot_prior_terms
+
+  terms = rot_prior_terms.analyse(workdir, batches=2)
+  for name in ("learned", "mix_0.5", "reference"):
+    assert terms["grid"][name][name]["value"] == pytest.approx(
+      objective[name]["value"], rel=1e-4, abs=1e-5
+    )
+  reach = terms["reach"]["reference"]
+  assert set(reach) == {str(a) for a in rot_prior_terms.ANGLES}
+  assert all(0 <= v["long_way"] <= 1 for v in reach.values())
+  runs = {workdir: terms}
+  assert rot_prior_terms.table(runs).count("\n") == 1 + 9
+  assert rot_prior_terms.reach_table(runs).count("\n") == 1 + 3
+
 
 def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):
   sys.path.insert(0, str(ROOT))
@@ -502,6 +518,44 @@ def test_rot_operator_parts_turning_part_and_mixtures():
   assert np.sum((op - mixes["mix_1"]) * reference) == pytest.approx(0.0, abs=1e-12)
   assert rotation.operator_cosine(mixes["mix_1"], reference) == pytest.approx(1.0)
   assert rotation.operator_cosine(-op, op) == pytest.approx(1.0)  # sign-blind
+
+
+def test_rot_prior_terms_add_up_to_the_steps_log_q_and_log_p(digits):
+  # benchmarks/rot_prior_terms.py splits log q and log p into fit and
+  # sparsity terms; with samples along psi they are the step's own.
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  import rot_prior_terms
+
+  from vaells_jax.training.step import train_step_fn
+
+  config = dataclasses.replace(
+    ROT, warmup_steps=0, alternate=True, zeta5=0.5, zeta_p=1e-6
+  )
+  model = Model.create(config, 784)
+  state = init_state(jax.random.PRNGKey(0), config, np.zeros((1, 1, 784)), 784)
+  psi = jax.random.normal(jax.random.PRNGKey(4), state.params["psi"].shape)
+  state = state.replace(params={**state.params, "psi": psi})
+  batch = {"x": digits.x_train[:4], "label": np.zeros(4, np.int32)}
+  key, at = jax.random.PRNGKey(2), 30  # a Psi step of the schedule
+  _, metrics = jax.jit(train_step_fn(model, warmup=False))(
+    state.replace(step=jnp.asarray(at, jnp.int32)), batch, key
+  )
+  terms = jax.jit(rot_prior_terms.terms_fn(model))(
+    state.params, psi, psi, batch, key, at
+  )
+  assert float(terms["p_l1"]) > 0.01 and float(terms["p_fit"]) > 1e-4
+  np.testing.assert_allclose(
+    -float(terms["q_fit"] + terms["q_l1"]), float(metrics["log_q"]), rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    -float(terms["p_fit"] + terms["p_l1"]), float(metrics["log_p"]), rtol=1e-5
+  )
+  # Samples along another operator: the fit terms are no longer ~0 at psi.
+  other = jnp.flip(psi, axis=-1)
+  moved = jax.jit(rot_prior_terms.terms_fn(model))(
+    state.params, other, psi, batch, key, at
+  )
+  assert float(moved["travel"]) != pytest.approx(float(terms["travel"]))
 
 
 def test_rot_levers_change_one_setting_each_and_tabulate(tmp_path):
