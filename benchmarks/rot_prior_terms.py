@@ -77,6 +77,8 @@ def terms_fn(model):
   from vaells_jax.training.step import phase_of
 
   cfg = model.config
+  if not cfg.closest_anchor:
+    raise ValueError("rot_prior_terms splits the closest-anchor prior only.")
 
   def terms(params, psi_samples, psi, batch, key, step):
     phase = phase_of(step, cfg, False)
