@@ -286,3 +286,19 @@ def test_step_inference_draws_the_original_starts():
   chex.assert_trees_all_close(got.posterior, want_post, rtol=1e-6)
   chex.assert_trees_all_close(got.prior, want_prior, rtol=1e-6)
   assert got.prior.coeffs.shape == (4, 2, 3, 2)
+
+
+@pytest.mark.parametrize("closest", [True, False])
+def test_zeta5_moves_training_only_through_the_anchor_mixture(closest):
+  """With the closest anchor the prior's ``zeta5 ||c_p||_1`` is a constant of
+  each step (coefficients held fixed): no gradient, and the same offset on
+  both values the Psi accept/reject rule compares. Over all anchors it
+  weights the mixture, so it changes the run."""
+  runs = []
+  for zeta5 in (1e-2, 1e-3):
+    config = dataclasses.replace(BASE, closest_anchor=closest, zeta5=zeta5)
+    _, state, step, batch = _setup(config)
+    for i in range(8):  # warm-up, network and Psi steps
+      state, _ = step(state, batch, jax.random.PRNGKey(i))
+    runs.append(state.params)
+  assert _changed(*runs) != closest

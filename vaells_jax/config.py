@@ -107,7 +107,9 @@ class Config:
   zeta2: float = 1.0  # posterior data term
   zeta3: float = 1.0  # posterior coefficient term (= 1/b)
   zeta4: float = 1.0  # prior data term
-  zeta5: float = 0.01  # prior coefficient term
+  # prior coefficient term; with closest_anchor a constant of each step (no
+  # effect on training), over all anchors a weight in the mixture
+  zeta5: float = 0.01
   zeta_q: float = 1e-6  # l1 weight of posterior inference
   zeta_p: float = 5e-6  # l1 weight of prior inference
   eta: float = 0.01  # Frobenius penalty on Psi
