@@ -61,6 +61,29 @@ LEVERS = {
     "--config.rotation_anchors=5",
     "--config.num_steps=2800",
   ),
+  # latent20_long with the prior's coefficients from fista's local search
+  # (the original's kind of solver) instead of the exact global minimum,
+  # which can take a transport the long way round an operator's orbit
+  "latent20_fista_long": (
+    "--config.latent_dim=20",
+    "--config.inference_method=fista",
+    "--config.num_steps=2800",
+  ),
+  # latent20_long with the prior's inference weight 1e-4 (paper 1e-6): the
+  # exact solver then keeps the short transport unless the long one fits
+  # far better
+  "latent20_zetap_long": (
+    "--config.latent_dim=20",
+    "--config.zeta_p=1e-4",
+    "--config.num_steps=2800",
+  ),
+  # latent20_long with the prior's coefficient weight zeta5 a tenth of the
+  # paper's: the term that prefers the learned operator to the reference
+  "latent20_zeta5_long": (
+    "--config.latent_dim=20",
+    "--config.zeta5=1e-3",
+    "--config.num_steps=2800",
+  ),
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
