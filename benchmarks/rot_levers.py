@@ -84,6 +84,19 @@ LEVERS = {
     "--config.zeta5=1e-3",
     "--config.num_steps=2800",
   ),
+  # latent20_long with the prior the mixture over all the sample's anchors,
+  # transports of up to 180 degrees, instead of the closest anchor's
+  "latent20_all_anchors_long": (
+    "--config.latent_dim=20",
+    "--config.closest_anchor=false",
+    "--config.num_steps=2800",
+  ),
+  # latent20_long with the prior's weight in network steps 1e-2 (paper 1e-4)
+  "latent20_prior_weight_long": (
+    "--config.latent_dim=20",
+    "--config.prior_weight_net=1e-2",
+    "--config.num_steps=2800",
+  ),
   "all_anchors": ("--config.closest_anchor=false",),  # paper: the closest
   "anchors5": ("--config.rotation_anchors=5",),  # 72 degrees apart; paper 10
   "prior_weight": ("--config.prior_weight_net=1e-2",),  # paper 1e-4
