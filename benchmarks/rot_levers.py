@@ -78,7 +78,8 @@ LEVERS = {
     "--config.num_steps=2800",
   ),
   # latent20_long with the prior's coefficient weight zeta5 a tenth of the
-  # paper's: the term that prefers the learned operator to the reference
+  # paper's, the term that prefers the learned operator to the reference
+  # (with the closest anchor a constant of each step: the runs are the same)
   "latent20_zeta5_long": (
     "--config.latent_dim=20",
     "--config.zeta5=1e-3",
