@@ -143,6 +143,26 @@ def test_progress_plain_lines_and_heartbeat():
   assert lines[-1] == "done"
 
 
+def test_progress_heartbeat_only_when_training_steps_stall():
+  from vaells_jax.runs.progress import Progress
+
+  out = io.StringIO()
+  with Progress(stream=out, heartbeat_s=0.3, bar=False) as progress:
+    progress.log("compiled in 1.0 s; training steps 1..40 ...")
+    for done in range(1, 21):  # steps end every 0.05 s, printing nothing
+      progress.step(done, 40)
+      time.sleep(0.05)
+    quiet = out.getvalue()
+    time.sleep(1.0)  # step 21 runs for a second (a compile)
+    progress.step(21, 40)
+  assert quiet.splitlines() == ["compiled in 1.0 s; training steps 1..40 ..."]
+  stalled = out.getvalue().splitlines()[1:]
+  assert stalled and all(
+    line.startswith("  ... still running: 20 of 40 steps done, the last")
+    for line in stalled
+  )
+
+
 def test_short_run_warning():
   from vaells_jax.runs.runner import short_run_warning
 

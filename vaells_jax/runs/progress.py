@@ -7,7 +7,9 @@ compiling, evaluating, figure k/n, writing). On a terminal the training steps
 show as a bar with rate and ETA (tqdm); elsewhere (a log file, CI) the loop's
 periodic lines carry the same numbers. Whenever nothing has been printed for
 ``heartbeat_s`` seconds (a compile, a long evaluation), a line says which
-phase is still running and for how long, so a run is never silent for long.
+phase is still running and for how long, so a run is never silent for long;
+while training steps keep ending, their periodic lines suffice, and only a
+step that runs ``heartbeat_s`` or longer (one that compiles) is reported.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Progress:
     self._lock = threading.Lock()
     self._phase, self._phase_start = None, time.perf_counter()
     self._last = time.perf_counter()
+    self._steps = None  # (done, total, when) of the phase's last step
     self._stop = threading.Event()
     self._thread = None
 
@@ -70,11 +73,14 @@ class Progress:
       if line.rstrip().endswith("..."):
         self._phase = line.rstrip().rstrip(".").strip()
         self._phase_start = time.perf_counter()
+        self._steps = None
       self._write(line)
 
   def step(self, done: int, total: int) -> None:
     """``done`` of ``total`` training steps are finished."""
     if not self.use_bar:
+      with self._lock:
+        self._steps = (done, total, time.perf_counter())
       return
     with self._lock:
       if self._bar is None:
@@ -100,6 +106,14 @@ class Progress:
     while not self._stop.wait(0.5):
       with self._lock:
         now = time.perf_counter()
-        if self._bar is None and now - self._last >= self.heartbeat_s:
+        if self._bar is not None or now - self._last < self.heartbeat_s:
+          continue
+        if self._steps is None:
           what = self._phase or "working"
           self._write(f"  ... still {what} ({now - self._phase_start:.0f} s)")
+        elif now - self._steps[2] >= self.heartbeat_s:
+          done, total, when = self._steps
+          self._write(
+            f"  ... still running: {done} of {total} steps done, "
+            f"the last {now - when:.0f} s ago"
+          )
