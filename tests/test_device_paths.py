@@ -4,19 +4,27 @@ chunks, larger exact blocks, no SVD) compute what the CPU paths compute, checked
 the CPU by forcing that branch; the device script's CPU part runs at a
 tiny size; and the census of a step lowered for a GPU (gpu_census.py)."""
 
+import functools
+import re
 from typing import NamedTuple
 
+import chex
 import device_steps
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import mnist_dir
+from tiny import TINY_DATA
 
 from vaells_jax import infer_coefficients
+from vaells_jax.config import Config
 from vaells_jax.core import backend
 from vaells_jax.core.expm import expm_pairs
 from vaells_jax.core.solvers import columns, exact
+from vaells_jax.models.vaells import Model
+from vaells_jax.training.optim import psi_step_state
+from vaells_jax.training.step import init_state, make_train_step
 
 
 def _both_paths(monkeypatch, solve):
@@ -136,6 +144,82 @@ def test_device_paths_solve_as_the_cpu_paths(monkeypatch, method, num_ops, dim):
   assert np.mean(device.converged != cpu.converged) <= 0.01
 
 
+def _instructions(text: str) -> list[str]:
+  """An optimised HLO module's instructions, without its debug tables,
+  source locations and numbered names."""
+  lines = text.splitlines()
+  start = next(i for i, line in enumerate(lines) if line.startswith(("%", "ENTRY")))
+  strip = (r", metadata=\{[^}]*\}", r",?\s*stack_frame_id=\d+")
+  lines = [
+    functools.reduce(lambda s, p: re.sub(p, "", s), strip, x) for x in lines[start:]
+  ]
+  return [re.sub(r"(%[A-Za-z_][\w-]*?)(?:[._]\d+)+\b", r"\1", line) for line in lines]
+
+
+def test_device_choices_leave_the_cpu_program_unchanged(monkeypatch):
+  # backend.per_platform's lax.platform_dependent against calling the CPU
+  # branch directly: the same compiled step on a CPU.
+  config = Config(num_steps=4, batch_size=8, hidden=(16,), num_ops=2, warmup_steps=0)
+  model = Model.create(config, TINY_DATA.data_dim)
+  state = init_state(
+    jax.random.PRNGKey(0), config, TINY_DATA.anchors, TINY_DATA.data_dim
+  )
+  batch = {
+    "x": jnp.asarray(TINY_DATA.x_train[:8]),
+    "label": jnp.asarray(TINY_DATA.labels_train[:8]),
+  }
+
+  def compiled():
+    step = make_train_step(model).programs[-1]
+    return step.lower(state, batch, jax.random.PRNGKey(0)).compile().as_text()
+
+  chosen = compiled()
+  monkeypatch.setattr(backend, "per_platform", lambda cpu, other, *a: cpu(*a))
+  direct = compiled()
+  assert "conditional" in direct
+  assert _instructions(chosen) == _instructions(direct)
+
+
+@pytest.mark.parametrize("lr_psi, refused", [(1e-3, 0), (0.05, 6)])
+def test_device_steps_train_as_the_cpu_steps(monkeypatch, lr_psi, refused):
+  # Warm-up, network and Psi steps (accepted, refused), where a device
+  # selects instead of branching: the same decisions and parameters.
+  config = Config(
+    num_steps=12,
+    batch_size=8,
+    hidden=(16,),
+    num_ops=2,
+    inference_max_iter=20,
+    warmup_steps=2,
+    alternate=True,
+    net_steps=2,
+    psi_steps=3,
+    lr_psi=lr_psi,
+    max_lr_psi=1.0,
+  )
+
+  def train():
+    dim = TINY_DATA.data_dim
+    model = Model.create(config, dim)
+    state = init_state(jax.random.PRNGKey(0), config, TINY_DATA.anchors, dim)
+    step = make_train_step(model)
+    for i in range(config.num_steps):
+      rows = np.arange(i, i + config.batch_size) % len(TINY_DATA.x_train)
+      batch = {"x": TINY_DATA.x_train[rows], "label": TINY_DATA.labels_train[rows]}
+      batch = jax.tree_util.tree_map(jnp.asarray, batch)
+      state, _ = step(state, batch, jax.random.PRNGKey(i))
+    return state
+
+  cpu, device = _both_paths(monkeypatch, train)
+  for state in (cpu, device):
+    psi = psi_step_state(state.opt_state)
+    assert (int(psi.attempted), int(psi.rejected)) == (6, refused)
+    assert int(state.net_skipped) == 0
+  # Float32 rounding of other programs, through Adam (which scales each
+  # gradient to about the step lr_net = 5e-3): within 2% of one step.
+  chex.assert_trees_all_close(cpu.params, device.params, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("method", ["", "gauss_newton_fused"])
 def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path, method):
   # --tiny alone picks the synthetic experiments; --method only the solver.
@@ -171,9 +255,9 @@ def test_gpu_census_the_fused_solve_leaves_no_loop():
   assert blocked["inference_method"] == "gauss_newton"
   assert blocked["while"] >= 1 and blocked["triton"] == 0
   assert fused["while"] == 0 and fused["triton"] >= 1
-  # Past warm-up a device's step infers without a conditional; left: the
-  # Psi step's acceptance and optax.apply_if_finite.
-  assert fused["conditional"] == blocked["conditional"] == 2
+  # No conditional on data either (past warm-up the step infers; the Psi
+  # step's acceptance and the non-finite skip select): one straight line.
+  assert fused["conditional"] == blocked["conditional"] == 0
 
 
 def test_gpu_census_counts_the_exact_refinement():

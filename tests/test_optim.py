@@ -1,5 +1,6 @@
 """The optax optimiser of a VAELLS run: the Psi accept/reject step, phase gates,
-non-finite skipping."""
+non-finite skipping; each test on a CPU's conditionals and on the selects a
+GPU or TPU gets instead."""
 
 import chex
 import jax
@@ -9,6 +10,7 @@ import optax
 import pytest
 
 from vaells_jax.config import Config
+from vaells_jax.core import backend
 from vaells_jax.training.optim import (
   PSI_LATE_DECAY,
   PSI_RATE_FACTOR,
@@ -20,6 +22,12 @@ from vaells_jax.training.optim import (
 )
 
 PSI = jnp.asarray([[1.0, -2.0], [0.5, 3.0]])
+
+
+@pytest.fixture(autouse=True, params=["cpu", "device"])
+def paths(request, monkeypatch):
+  if request.param == "device":
+    monkeypatch.setattr(backend, "per_platform", lambda cpu, other, *a: other(*a))
 
 
 def quadratic(params):
@@ -169,8 +177,10 @@ def test_non_finite_gradient_skips_every_group_and_is_counted():
   chex.assert_trees_all_equal(updates, jax.tree_util.tree_map(jnp.zeros_like, params))
   chex.assert_trees_all_equal(skipped.inner_state, state.inner_state)
   assert (int(skipped.total_notfinite), int(skipped.notfinite_count)) == (1, 1)
+  assert not bool(skipped.last_finite)
   _, good = _vaells_update(tx, skipped, params, grads, update_net=True, update_psi=True)
   assert (int(good.total_notfinite), int(good.notfinite_count)) == (1, 0)
+  assert bool(good.last_finite)
   chex.assert_tree_all_finite(good)
 
 

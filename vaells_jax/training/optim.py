@@ -12,6 +12,10 @@ each gated by the phase of the schedule (:func:`phase_gated`), all inside
 step whose gradient is not finite (no group moves, no optimiser state
 changes) and counts such steps.
 
+On a CPU both skips (a non-finite step, a step that tries no ``Psi``) are
+conditionals; on a GPU or TPU, where a conditional reads its predicate on
+the host, both sides are computed and one is selected (``backend.per_platform``).
+
 The update takes extra keyword arguments (optax's ``GradientTransformationExtraArgs``
 protocol), forwarded to every group: ``update_net`` and ``update_psi``
 (scalar bools: which groups move at this step), ``step`` (the step number),
@@ -28,6 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from vaells_jax.config import Config
+from vaells_jax.core import backend
 
 __all__ = [
   "SkippedSteps",
@@ -99,7 +104,10 @@ def accept_reject_step(
       raise ValueError("accept_reject_step needs params (to evaluate value_fn).")
     step_tree = jax.tree_util.tree_map(lambda g: -state.lr * g, updates)
     proposed = optax.apply_updates(params, step_tree)
-    new_value = jax.lax.cond(update_psi, lambda: value_fn(proposed), lambda: value)
+    new_value = backend.per_platform(
+      lambda: jax.lax.cond(update_psi, lambda: value_fn(proposed), lambda: value),
+      lambda: jnp.where(update_psi, value_fn(proposed), value),
+    )
     accept = update_psi & jnp.isfinite(new_value) & (new_value <= value)
     grow = jnp.minimum(state.lr / PSI_RATE_FACTOR, max_learning_rate)
     lr = jnp.where(
@@ -147,8 +155,48 @@ def skip_if_not_finite(
   inner: optax.GradientTransformation,
 ) -> optax.GradientTransformationExtraArgs:
   """``optax.apply_if_finite(inner)`` that never gives up: a step whose gradient
-  is not finite everywhere is always skipped (zero update, state kept)."""
-  return optax.apply_if_finite(inner, _NEVER)
+  is not finite everywhere is always skipped (zero update, state kept).
+
+  On a GPU or TPU the inner update is always computed and kept or dropped by
+  a select, not a conditional (the same state, ``optax.ApplyIfFiniteState``).
+  """
+  inner = optax.with_extra_args_support(inner)
+  on_cpu = optax.apply_if_finite(inner, _NEVER)
+
+  def update(updates, state, params=None, **extra):
+    def selected():
+      finite = jnp.all(
+        jnp.array(
+          [jnp.all(jnp.isfinite(u)) for u in jax.tree_util.tree_leaves(updates)]
+        )
+      )
+      new_updates, inner_state = inner.update(
+        updates, state.inner_state, params, **extra
+      )
+
+      def keep(new, old):
+        return jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), new, old)
+
+      return keep(new_updates, jax.tree_util.tree_map(jnp.zeros_like, updates)), (
+        optax.ApplyIfFiniteState(
+          notfinite_count=jnp.where(
+            finite,
+            jnp.zeros([], jnp.int32),
+            optax.safe_increment(state.notfinite_count),
+          ),
+          last_finite=finite,
+          total_notfinite=jnp.where(
+            finite, state.total_notfinite, optax.safe_increment(state.total_notfinite)
+          ),
+          inner_state=keep(inner_state, state.inner_state),
+        )
+      )
+
+    return backend.per_platform(
+      lambda: on_cpu.update(updates, state, params, **extra), selected
+    )
+
+  return optax.GradientTransformationExtraArgs(on_cpu.init, update)
 
 
 def cooldown(config: Config):
