@@ -4,6 +4,7 @@ chunks, larger exact blocks, no SVD) compute what the CPU paths compute, checked
 the CPU by forcing that branch; the device script's CPU part runs at a
 tiny size; and the census of a step lowered for a GPU (gpu_census.py)."""
 
+import dataclasses
 import functools
 import re
 from typing import NamedTuple
@@ -15,10 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import mnist_dir
-from tiny import TINY_DATA
+from tiny import TINY, TINY_DATA
 
 from vaells_jax import infer_coefficients
-from vaells_jax.config import Config
 from vaells_jax.core import backend
 from vaells_jax.core.expm import expm_pairs
 from vaells_jax.core.solvers import columns, exact
@@ -159,7 +159,7 @@ def _instructions(text: str) -> list[str]:
 def test_device_choices_leave_the_cpu_program_unchanged(monkeypatch):
   # backend.per_platform's lax.platform_dependent against calling the CPU
   # branch directly: the same compiled step on a CPU.
-  config = Config(num_steps=4, batch_size=8, hidden=(16,), num_ops=2, warmup_steps=0)
+  config = dataclasses.replace(TINY, warmup_steps=0)
   model = Model.create(config, TINY_DATA.data_dim)
   state = init_state(
     jax.random.PRNGKey(0), config, TINY_DATA.anchors, TINY_DATA.data_dim
@@ -184,11 +184,8 @@ def test_device_choices_leave_the_cpu_program_unchanged(monkeypatch):
 def test_device_steps_train_as_the_cpu_steps(monkeypatch, lr_psi, refused):
   # Warm-up, network and Psi steps (accepted, refused), where a device
   # selects instead of branching: the same decisions and parameters.
-  config = Config(
-    num_steps=12,
-    batch_size=8,
-    hidden=(16,),
-    num_ops=2,
+  config = dataclasses.replace(
+    TINY,
     inference_max_iter=20,
     warmup_steps=2,
     alternate=True,
