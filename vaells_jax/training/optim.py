@@ -25,6 +25,7 @@ protocol), forwarded to every group: ``update_net`` and ``update_psi``
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -173,11 +174,8 @@ def skip_if_not_finite(
       new_updates, inner_state = inner.update(
         updates, state.inner_state, params, **extra
       )
-
-      def keep(new, old):
-        return jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), new, old)
-
-      return keep(new_updates, jax.tree_util.tree_map(jnp.zeros_like, updates)), (
+      keep = functools.partial(optax.tree_utils.tree_where, finite)
+      return keep(new_updates, optax.tree_utils.tree_zeros_like(updates)), (
         optax.ApplyIfFiniteState(
           notfinite_count=jnp.where(
             finite,
