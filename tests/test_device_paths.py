@@ -23,6 +23,7 @@ from vaells_jax.core import backend
 from vaells_jax.core.expm import expm_pairs
 from vaells_jax.core.solvers import columns, exact
 from vaells_jax.models.vaells import Model
+from vaells_jax.training.guards import batch_indices
 from vaells_jax.training.optim import psi_step_state
 from vaells_jax.training.step import init_state, make_train_step
 
@@ -201,7 +202,7 @@ def test_device_steps_train_as_the_cpu_steps(monkeypatch, lr_psi, refused):
     state = init_state(jax.random.PRNGKey(0), config, TINY_DATA.anchors, dim)
     step = make_train_step(model)
     for i in range(config.num_steps):
-      rows = np.arange(i, i + config.batch_size) % len(TINY_DATA.x_train)
+      rows = batch_indices(config.seed, i, len(TINY_DATA.x_train), config.batch_size)
       batch = {"x": TINY_DATA.x_train[rows], "label": TINY_DATA.labels_train[rows]}
       batch = jax.tree_util.tree_map(jnp.asarray, batch)
       state, _ = step(state, batch, jax.random.PRNGKey(i))
