@@ -1,4 +1,4 @@
-"""Single runs of the synthetic experiments, rendered (docs/experiments-synthetic.md).
+"""Single runs of the synthetic experiments, rendered (docs/studies/experiments-synthetic.md).
 
 The renderers of :mod:`docs_numbers` for the ``seed_rates.py`` files of
 single runs (``--config.population=1``): ``single_concentric.json``,
@@ -6,7 +6,7 @@ single runs (``--config.population=1``): ``single_concentric.json``,
 (seed 0, ``--field=psi_seed``, draws 0-9); ``figure_runs.json``: the
 ``summary.json`` of the default commands whose figures the page shows;
 ``sensitivity_levers.json``: ``seed_rates.py`` files of single runs with
-one change each (docs/experiments-sensitivity.md), whose unchanged
+one change each (docs/studies/experiments-sensitivity.md), whose unchanged
 concentric row is the single run beside the default's
 ``seeds_concentric_100_139.json`` on the same fresh seeds
 (docs/population.md).
@@ -15,7 +15,7 @@ Names taking arguments are written ``gen:NAME:ARG`` in a page.
 
 from __future__ import annotations
 
-from docs_inference import _block, _load, _span
+from .common import _block, _load, _span
 
 FILES = {
   "concentric": "single_concentric.json",

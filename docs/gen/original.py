@@ -11,7 +11,7 @@ written ``gen:NAME:ARG:ARG`` in a page.
 
 from __future__ import annotations
 
-from docs_inference import _block, _load, _n, _span
+from .common import _block, _load, _n, _span
 
 STEPS = (1000,)  # original_pairs_step{S}.json
 
@@ -119,19 +119,6 @@ def original_pairs_ms() -> str:
   return " / ".join(f"{v:.1f}" for v in values) + " ms"
 
 
-def train_step_speedups(name: str) -> str:
-  """Every row's speed-up (min), ``A / B``."""
-  return " / ".join(f"{_n(r['speedup'])}×" for r in _load(f"{name}.json"))
-
-
-def train_step_ours(name: str) -> str:
-  """Every row's step time (min), ``A / B`` in ms (s from 100 ms on)."""
-  times = [r["vaells_jax"]["min_s"] for r in _load(f"{name}.json")]
-  if max(times) >= 0.1:
-    return " / ".join(f"{t:.2f}" for t in times) + " s"
-  return " / ".join(f"{1e3 * t:.1f}" for t in times) + " ms"
-
-
 def _thousands(n: int) -> str:
   return f"{n:,}".replace(",", " ")
 
@@ -186,7 +173,5 @@ RENDERERS = {
   "train-step-hours": train_step_hours,
   "readme-original-pairs": readme_original_pairs,
   "original-pairs-ms": original_pairs_ms,
-  "train-step-speedups": train_step_speedups,
-  "train-step-ours": train_step_ours,
   "release-comparison": release_comparison,
 }

@@ -1,5 +1,5 @@
 """The training step's and whole runs' numbers, rendered
-(docs/benchmarks-training.md).
+(docs/studies/benchmarks-training.md).
 
 The renderers of :mod:`docs_numbers` for ``cold_start.json`` (``python
 benchmarks/cold_start.py``), ``step_phases.json`` (``step_phases.py``),
@@ -12,8 +12,8 @@ Names taking arguments are written ``gen:NAME:ARG:ARG`` in a page.
 
 from __future__ import annotations
 
-from docs_inference import _block, _load, _n
-from docs_original import _pair_rows, _step_row
+from .common import _block, _load, _n
+from .original import _pair_rows, _step_row
 
 _PARTS = ("inference loop", "inference, outside its loop", "rest")  # cold_start.py's
 

@@ -1,4 +1,4 @@
-"""The numbers of docs/benchmarks-inference.md and -solvers.md, rendered.
+"""The numbers of docs/studies/benchmarks-inference.md and -solvers.md, rendered.
 
 The renderers of :mod:`docs_numbers` for the inference benchmarks, from the
 JSON their scripts write into docs/results/ (each page names the command
@@ -10,26 +10,7 @@ are written ``gen:NAME:ARG:ARG`` in a page.
 
 from __future__ import annotations
 
-import json
-import pathlib
-
-RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
-
-
-def _load(name: str) -> dict:
-  return json.loads((RESULTS / name).read_text())
-
-
-def _block(rows: list[str]) -> str:
-  return "\n\n" + "\n".join(rows) + "\n\n"
-
-
-def _span(values, digits: int = 0) -> str:
-  """``values``' range, "low–high" with ``digits`` decimals; one number
-  where both read the same."""
-  low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-  return low if low == high else f"{low}–{high}"
-
+from .common import _block, _load, _n
 
 SPEED = "inference_speed"  # inference_speed.py's default run; or its training
 # solvers' run, "inference_speed_training"
@@ -53,11 +34,6 @@ def _label(row: dict) -> str:
 def _times(x: float) -> str:
   """A ratio: 1956×, 3.1×, 0.42×."""
   return f"{x:.0f}×" if x >= 10 else f"{x:.2g}×"
-
-
-def _n(n: float) -> str:
-  """``n`` rounded, with thin groups: 100 000."""
-  return f"{n:,.0f}".replace(",", " ")
 
 
 def speed_env() -> str:

@@ -1,4 +1,4 @@
-"""The GPU's numbers, rendered (docs/benchmarks-gpu.md, README, benchmarks.md).
+"""The GPU's numbers, rendered (docs/studies/benchmarks-gpu.md, README, benchmarks.md).
 
 The renderers of :mod:`docs_numbers` for ``device_h200.json``: the output of
 ``benchmarks/device_steps.sh`` on the device machine (keys ``device``,
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from docs_inference import _block, _load, _n
+from .common import _block, _load, _n
 
 # The step-time goals of a GPU against this 2-core CPU (issue 41).
 GPU_GOALS = {"concentric": 3, "swiss_roll": 3, "rot_mnist": 20, "nat_mnist": 20}
@@ -25,7 +25,7 @@ def _by_experiment(rows) -> dict:
 
 
 def gpu_step_table() -> str:
-  """docs/benchmarks-gpu.md: each default step on the GPU (device_steps.sh)
+  """docs/studies/benchmarks-gpu.md: each default step on the GPU (device_steps.sh)
   and on this 2-core CPU (device_steps.py), from the same state files."""
   runs = _load("device_h200.json")
   cpu = _by_experiment(runs["this_cpu"]["steps"])
@@ -47,7 +47,7 @@ def gpu_step_table() -> str:
 
 
 def gpu_variant_table() -> str:
-  """docs/benchmarks-gpu.md: the trained states' steps in each variant of
+  """docs/studies/benchmarks-gpu.md: the trained states' steps in each variant of
   device_steps.sh, the alternating comparison and the profiler's census
   (device_profile.py)."""
   runs = _load("device_h200.json")
@@ -75,7 +75,7 @@ def gpu_variant_table() -> str:
 
 
 def gpu_population() -> str:
-  """docs/benchmarks-gpu.md: a default population's step against one member's."""
+  """docs/studies/benchmarks-gpu.md: a default population's step against one member's."""
   parts = []
   for row in _load("device_h200.json")["device"]["population"]:
     many, one = row["population"]["min_s"], row["single"]["min_s"]
@@ -87,7 +87,7 @@ def gpu_population() -> str:
 
 
 def gpu_likelihood() -> str:
-  """docs/benchmarks-gpu.md, README: the likelihood protocol on the GPU."""
+  """docs/studies/benchmarks-gpu.md, README: the likelihood protocol on the GPU."""
   runs = _load("device_h200.json")
   ll = runs["device"]["likelihood"]
   ab = runs["profile"]["likelihood"][0]
@@ -237,7 +237,7 @@ def gpu_process_spread() -> str:
 
 
 def gpu_census_table() -> str:
-  """docs/benchmarks-gpu.md: loops and conditionals of each step lowered
+  """docs/studies/benchmarks-gpu.md: loops and conditionals of each step lowered
   for CUDA (gpu_census.py; counted on a CPU)."""
   rows = [
     "| experiment | solver | `while` loops | of them on data | conditionals on data "
@@ -253,7 +253,7 @@ def gpu_census_table() -> str:
 
 
 def gpu_solve_iterations() -> str:
-  """docs/benchmarks-gpu.md: the iterations of each step's blocked solves on
+  """docs/studies/benchmarks-gpu.md: the iterations of each step's blocked solves on
   this CPU (gpu_census.py --iterations)."""
   rows = [
     "| experiment | solver | state | pairs | iterations: largest / median "

@@ -1,4 +1,4 @@
-"""VAELLS against the baselines, rendered (docs/baselines.md).
+"""VAELLS against the baselines, rendered (docs/studies/baselines.md).
 
 The renderers of :mod:`docs_numbers` for ``compare_*.json`` (the
 ``comparison.json`` that ``python experiments/run.py --exp=compare_NAME
@@ -9,7 +9,7 @@ benchmarks/baseline_noise.py``). Names taking arguments are written
 
 from __future__ import annotations
 
-from docs_inference import _block, _load
+from .common import _block, _fmt, _load
 
 MODELS = {
   "vaells": "VAELLS",
@@ -30,22 +30,6 @@ COLUMNS = (
   ("mse", "MSE ↓", -1),
   ("wall_time_s", "wall time", 0),
 )
-
-
-def _fmt(x: float, key: str = "") -> str:
-  if key in ("knn_class_accuracy", "class_consistency"):
-    return f"{x:.2f}"
-  if key == "wall_time_s":
-    return f"{x:.0f}"
-  if abs(x) < 1e-4 and key != "mse":
-    return "0"
-  if abs(x) >= 1000:
-    return f"{x:,.0f}".replace(",", " ").replace("-", "−")
-  if abs(x) >= 100:
-    return f"{x:.1f}".replace("-", "−")
-  if abs(x) >= 1:
-    return f"{x:.3g}".replace("-", "−")
-  return f"{x:#.2g}".replace("-", "−")
 
 
 def _models(name: str) -> dict:
