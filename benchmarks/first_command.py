@@ -25,8 +25,10 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+QUICK = ("--config.num_steps=6", "--config.log_every=3", "--config.hidden=(32,)")
 
-def timed_run(workdir: pathlib.Path, cache: pathlib.Path) -> dict:
+
+def timed_run(workdir: pathlib.Path, cache: pathlib.Path, extra=()) -> dict:
   """One command in a fresh process: wall time, summary times, longest silence."""
   env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(cache)}
   env.pop("VAELLS_NO_CACHE", None)
@@ -37,6 +39,7 @@ def timed_run(workdir: pathlib.Path, cache: pathlib.Path) -> dict:
     "--exp=concentric",
     f"--workdir={workdir}",
     "--overwrite",
+    *extra,
   ]
   start = last = time.perf_counter()
   longest, silent_before = 0.0, ""
@@ -67,13 +70,14 @@ def main(argv=None) -> list[dict]:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--repeats", type=int, default=2, help="runs on a filled cache")
   parser.add_argument("--out", default=None, help="write the runs as JSON")
+  parser.add_argument("--quick", action="store_true", help="6 steps (CI)")
   args = parser.parse_args(argv)
   runs = []
   with tempfile.TemporaryDirectory() as tmp:
     cache = pathlib.Path(tmp) / "cache"
     for i in range(1 + args.repeats):
       run = {"cache": "empty" if i == 0 else "filled"}
-      run.update(timed_run(pathlib.Path(tmp) / "run", cache))
+      run.update(timed_run(pathlib.Path(tmp) / "run", cache, QUICK * args.quick))
       runs.append(run)
       print(
         f"{run['cache']} cache: {run['wall_s']:.1f} s (compile "

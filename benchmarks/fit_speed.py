@@ -50,10 +50,19 @@ radius = np.where(labels == 0, 1.0, 2.0)
 circles = np.stack([radius * np.cos(theta), radius * np.sin(theta)], axis=1)
 x = circles @ rng.normal(size=(2, 10)) + 0.01 * rng.normal(size=(200, 10))
 workdir = pathlib.Path(sys.argv[1])
-model = vaells_jax.fit(x, labels, workdir=workdir, overwrite=True, log=print)
+config = None
+if sys.argv[3] == "quick":
+  from vaells_jax.config import Config
+
+  config = Config(num_steps=6, hidden=(32,), eval_ll_points=4, log_every=3)
+model = vaells_jax.fit(
+  x, labels, config=config, workdir=workdir, overwrite=True, log=print
+)
 tries = len(list(workdir.glob("try[0-9]*"))) + 1
 print("TRIES", tries, model.verdict["verdict"])
 """
+
+QUICK = ("--config.num_steps=6", "--config.log_every=3", "--config.hidden=(32,)")
 
 
 def _timed(command) -> tuple[float, str]:
@@ -69,11 +78,13 @@ def main(argv=None) -> list[dict]:
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--skip-first", action="store_true", help="a warm-up round")
   parser.add_argument("--started", action="store_true", help="jax started before fit")
+  parser.add_argument("--quick", action="store_true", help="6 steps (CI)")
   parser.add_argument(
     "--out", default=None, help="write the rounds as JSON (docs/results/fit_speed.json)"
   )
   args = parser.parse_args(argv)
   modes = ("fresh", "started", "one_thread") if args.started else ("fresh",)
+  quick = "quick" if args.quick else "full"
   rounds = []
   with tempfile.TemporaryDirectory() as tmp:
     for i in range(args.repeats + args.skip_first):
@@ -84,12 +95,15 @@ def main(argv=None) -> list[dict]:
           "--exp=concentric",
           f"--workdir={tmp}/concentric",
           "--overwrite",
+          *QUICK * args.quick,
         ]
       )
       warm_up = " (warm-up)" if args.skip_first and i == 0 else ""
       print(f"round {i}: concentric command {command:.1f} s{warm_up}", flush=True)
       for mode in modes:
-        fit, said = _timed([sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit", mode])
+        fit, said = _timed(
+          [sys.executable, "-c", FIT_SCRIPT, f"{tmp}/fit", mode, quick]
+        )
         tries, verdict = said.split("TRIES ")[-1].split(maxsplit=1)
         row = {
           "mode": mode,

@@ -36,6 +36,7 @@ def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True, type=pathlib.Path)
   parser.add_argument("--warm", action="store_true", help="cached runs only")
+  parser.add_argument("--quick", action="store_true", help="one small file (CI)")
   args = parser.parse_args(argv)
   result = {
     "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
@@ -47,7 +48,8 @@ def main(argv=None) -> dict:
     if not args.warm:
       env["JAX_COMPILATION_CACHE_DIR"] = cache
     result["cache"] = "the tests' own, filled" if args.warm else "empty at the start"
-    for name, extra in RUNS.items():
+    runs = {"quick": ["tests/test_laplace.py"]} if args.quick else RUNS
+    for name, extra in runs.items():
       if args.warm and name == "default_cold":
         continue
       command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]

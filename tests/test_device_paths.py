@@ -1,8 +1,7 @@
 """The GPU/TPU paths (``backend.per_platform``'s other branch: no
 conditional as a fusion barrier or around a squaring, one call instead of
 chunks, larger exact blocks, no SVD) compute what the CPU paths compute, checked on
-the CPU by forcing that branch; the device script's CPU part runs at a
-tiny size; and the census of a step lowered for a GPU (gpu_census.py)."""
+the CPU by forcing that branch."""
 
 import dataclasses
 import functools
@@ -10,12 +9,10 @@ import re
 from typing import NamedTuple
 
 import chex
-import device_steps
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import mnist_dir
 from tiny import TINY, TINY_DATA
 
 from vaells_jax import infer_coefficients
@@ -216,56 +213,3 @@ def test_device_steps_train_as_the_cpu_steps(monkeypatch, lr_psi, refused):
   # Float32 rounding of other programs, through Adam (which scales each
   # gradient to about the step lr_net = 5e-3): within 2% of one step.
   chex.assert_trees_all_close(cpu.params, device.params, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("method", ["", "gauss_newton_fused"])
-def test_device_script_cpu_part_runs_at_a_tiny_size(tmp_path, method):
-  # --tiny alone picks the synthetic experiments; --method only the solver.
-  result = device_steps.main(
-    ["--tiny", "--population=concentric", "--ll-points=0", f"--method={method}"]
-    + ["--experiments=concentric"] * bool(method)
-    + ["--json", str(tmp_path / "r")]
-  )
-  names = [r["experiment"] for r in result["steps"]]
-  assert names == (["concentric"] if method else ["concentric", "swiss_roll"])
-  row = result["steps"][0]
-  assert row["initial"]["min_s"] > 0
-  assert row["inference_method"] == (method or "gauss_newton")
-  assert row["census"]["fusion"] > 0
-  (pop,) = result["population"]
-  assert pop["members"] == 8 and pop["population"]["min_s"] > 0
-  saved = tmp_path / "state.npz"
-  device_steps.save_state({"a": np.arange(3.0)}, saved)
-  assert device_steps.load_state(saved, {"a": np.zeros(3)})["a"].tolist() == [0, 1, 2]
-  with pytest.raises(ValueError, match="not a state of this configuration"):
-    device_steps.load_state(saved, {"a": np.zeros(4)})
-
-
-def test_gpu_census_the_fused_solve_leaves_no_loop():
-  # The concentric step lowered for CUDA: gauss_newton's blocked loops are
-  # while loops (a host round trip an iteration on a GPU); the fused
-  # solver's step has none, its solves Triton kernels.
-  import gpu_census
-
-  tiny = {"batch_size": 4}
-  blocked = gpu_census.lowered_census("concentric", None, None, tiny)
-  fused = gpu_census.lowered_census("concentric", None, "gauss_newton_fused", tiny)
-  assert blocked["inference_method"] == "gauss_newton"
-  assert blocked["while"] >= 1 and blocked["triton"] == 0
-  assert fused["while"] == 0 and fused["triton"] >= 1
-  # No conditional on data either (past warm-up the step infers; the Psi
-  # step's acceptance and the non-finite skip select): one straight line.
-  assert fused["conditional"] == blocked["conditional"] == 0
-
-
-def test_gpu_census_counts_the_exact_refinement():
-  # rot_mnist's one loop on data is exact's refinement; --iterations
-  # records it as it records the blocked solves.
-  import gpu_census
-
-  row = gpu_census.solve_iterations(
-    "rot_mnist", str(mnist_dir()), None, {"batch_size": 4}
-  )
-  assert row["inference_method"] == "exact" and row["state"] == "initial"
-  (solve,) = row["solves"]
-  assert solve["pairs"] > 0 and 1 <= solve["max"] <= row["max_iter"]

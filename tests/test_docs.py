@@ -9,15 +9,20 @@ at most 10 KiB.
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 import re
+import sys
 import unicodedata
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-README_MAX_BYTES = 10 * 1024
+REFERENCE = sorted((ROOT / "docs").glob("*.md"))  # docs/studies/: the studies
+PAGES = [ROOT / "README.md", *REFERENCE, *sorted((ROOT / "docs/studies").glob("*.md"))]
+README_MAX_BYTES = 9 * 1024
+REFERENCE_MAX_BYTES = 120 * 1024  # docs/*.md together
+RESULTS_MAX_ROWS = 8
 
 _PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _ANY_BLOCK = re.compile(r"^```.*?^```[ \t]*$", re.S | re.M)
@@ -98,12 +103,14 @@ CITING_FILES = sorted(
   {
     *ROOT.glob("vaells_jax/**/*.py"),
     *ROOT.glob("benchmarks/*.py"),
+    *ROOT.glob("studies/*/*.py"),
+    *ROOT.glob("docs/gen/*.py"),
     *ROOT.glob("experiments/**/*.py"),
     *ROOT.glob("tests/*.py"),
   }
 )
 _DOC_CITATION = re.compile(
-  r"docs/([\w.-]+?\.md)(?:#([\w-]+))?"
+  r"docs/((?:studies/)?[\w.-]+?\.md)(?:#([\w-]+))?"
   r'(?:,\s*"([^"]{1,100})"|\s*\(\s*"([^"]{1,100})"\s*\))?'
 )
 _README_CITATION = re.compile(r'\bREADME(?:\.md)?(?:,\s*|\s+|\s*\(\s*)"([^"]{1,100})"')
@@ -172,13 +179,32 @@ def test_citation_patterns():
   assert [m.group(1) for m in _README_CITATION.finditer(text)] == ["H"]
 
 
-# Reference pages, each short enough to read: at most 20 KiB.
+def test_readme_lists_every_docs_page():
+  readme = (ROOT / "README.md").read_text()
+  for page in [*REFERENCE, ROOT / "docs/studies/README.md"]:
+    assert f"]({page.relative_to(ROOT)})" in readme, page.name
+
+
+def test_readme_results_table_is_short():
+  readme = (ROOT / "README.md").read_text()
+  section = readme.split("## Results", 1)[1].split("\n## ", 1)[0]
+  rows = [line for line in section.splitlines() if line.startswith("|")]
+  assert 0 < len(rows) - 2 <= RESULTS_MAX_ROWS  # less the header and its rule
+
+
+def test_reference_pages_are_short_together():
+  size = sum(page.stat().st_size for page in REFERENCE)
+  assert size <= REFERENCE_MAX_BYTES, (
+    f"docs/*.md hold {size} bytes; keep the reference pages <= "
+    f"{REFERENCE_MAX_BYTES} together and move study logs to docs/studies/"
+  )
+
+
+# Every page, each short enough to read: at most 20 KiB.
 DOCS_PAGE_MAX_BYTES = 20 * 1024
 
 
-@pytest.mark.parametrize(
-  "page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: str(p.relative_to(ROOT))
-)
+@pytest.mark.parametrize("page", PAGES[1:], ids=lambda p: str(p.relative_to(ROOT)))
 def test_docs_page_is_at_most_20_kib(page):
   size = page.stat().st_size
   assert size <= DOCS_PAGE_MAX_BYTES, (
@@ -189,28 +215,31 @@ def test_docs_page_is_at_most_20_kib(page):
 
 def test_generated_numbers_match_docs_results():
   """Every ``<!-- gen:NAME -->`` span of the README and docs equals what
-  ``benchmarks/docs_numbers.py`` renders from docs/results/ (rerun it after
-  a measurement), and every renderer has a span."""
-  import docs_numbers
-
-  assert docs_numbers.stale() == []
+  ``python -m docs.gen`` renders from docs/results/ (rerun it after a
+  measurement), and every renderer has a span."""
+  gen = _docs_gen()
+  assert gen.stale() == []
   used = {
-    name.split(":")[0]
-    for page in docs_numbers.PAGES
-    for name, _ in docs_numbers.spans(page.read_text())
+    name.split(":")[0] for page in gen.PAGES for name, _ in gen.spans(page.read_text())
   }
-  assert used == set(docs_numbers.RENDERERS)
+  assert used == set(gen.RENDERERS)
 
 
 def test_a_hand_edited_number_is_stale(tmp_path):
-  import docs_numbers
-
-  page = docs_numbers.ROOT / "README.md"
+  gen = _docs_gen()
+  page = ROOT / "README.md"
   edited = tmp_path / "README.md"
   text = page.read_text()
-  name, span = docs_numbers.spans(text)[0]
+  name, span = gen.spans(text)[0]
   digit = next(c for c in span if c.isdigit())
   other = str((int(digit) + 1) % 10)
   edited.write_text(text.replace(span, span.replace(digit, other, 1), 1))
-  assert docs_numbers.stale([edited]) == [f"README.md: {name}"]
-  assert docs_numbers.render(edited.read_text(), {}) == text
+  assert gen.stale([edited]) == [f"README.md: {name}"]
+  assert gen.render(edited.read_text(), {}) == text
+
+
+def _docs_gen():
+  """The docs generator, ``docs/gen/`` (``python -m docs.gen``)."""
+  if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+  return importlib.import_module("docs.gen")

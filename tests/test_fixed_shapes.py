@@ -7,7 +7,7 @@ restart solve itself, ``Solver.__call__``, whose coefficients must come
 back to float32 rounding when both programs solve at most 512 pairs: bit for
 bit where XLA:CPU compiles both alike, all but a few last bits where it does
 not (it depends on the CPU; larger batches round further apart:
-docs/benchmarks-evaluation.md).
+docs/studies/benchmarks-evaluation.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Importance-sampled log-likelihood: the estimator and every constant."""
 
-import json
 import os
 import pathlib
 import subprocess
@@ -14,7 +13,6 @@ import scipy.special
 import scipy.stats
 
 from vaells_jax.config import Config
-from vaells_jax.core.transport import transport
 from vaells_jax.evaluation.likelihood import (
   importance_log_likelihood,
   iwae_bound,
@@ -190,70 +188,3 @@ def test_import_turns_off_the_concurrent_cpu_scheduler_unless_named():
       check=True,
     ).stdout.strip()
     assert out == expected
-
-
-@pytest.mark.whole_run  # subprocesses
-def test_step_times_compared_with_the_scheduler_off_and_on(tmp_path, monkeypatch):
-  """``benchmarks/step_phases.py --scheduler-rounds`` times the step in fresh
-  processes, the scheduler flag alternating and no other setting of it left
-  in ``XLA_FLAGS``."""
-  import step_phases
-
-  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=x")
-  out = tmp_path / "s.json"
-  step_phases.main(
-    ["--experiments=concentric", "--forms=phased", "--repeats=1"]
-    + ["--scheduler-rounds=1", f"--out={out}"]
-  )
-  record = json.loads(out.read_text())
-  assert record["command"].endswith("--scheduler-rounds=1 --out=" + str(out))
-  assert [r["scheduler"] for r in record["rounds"]] == ["false", "true"]
-  for r in record["rounds"]:
-    (phases,) = r["experiments"].values()
-    assert {form for forms in phases.values() for form in forms} == {"phased"}
-    assert all(t["phased"]["step_s"] > 0 for t in phases.values())
-
-
-def test_ll_terms_orbit_dimension_and_tangent_share():
-  # benchmarks/ll_terms.py's orbit diagnosis on rotations of R^3. One
-  # generator (about the z axis): the orbit of (1, 0, 1) is a circle, and at
-  # c = pi/2 it passes (0, 1, 1) with tangent (-1, 0, 0). The three
-  # generators of SO(3) span a 2-D orbit, the sphere, not a 3-D one.
-  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-  import ll_terms
-
-  def generator(i, j):
-    g = np.zeros((3, 3), np.float32)
-    g[i, j], g[j, i] = -1.0, 1.0
-    return g
-
-  about_z = jnp.asarray([generator(0, 1)])
-  start = jnp.asarray([[1.0, 0.0, 1.0]] * 3)
-  coeffs = jnp.full((3, 1), np.pi / 2)
-  # Off the orbit by 0.4 normal to it; by 0.3 along it and 0.4 normal; along it.
-  z = jnp.asarray([[0.0, 1.0, 1.4], [-0.3, 1.0, 1.4], [-0.3, 1.0, 1.0]])
-  dim, share = ll_terms._orbit(about_z, coeffs, start, z)
-  np.testing.assert_array_equal(dim, [1, 1, 1])
-  np.testing.assert_allclose(share, [0.0, 0.6, 1.0], atol=1e-5)
-
-  so3 = jnp.asarray([generator(0, 1), generator(0, 2), generator(1, 2)])
-  # A radial residual is normal to the sphere: no share in its tangent plane.
-  c = jnp.asarray([[0.3, -0.2, 0.5]])
-  dim, share = ll_terms._orbit(so3, c, start[:1], 2 * transport(so3, c, start[:1]))
-  np.testing.assert_array_equal(dim, [2])
-  np.testing.assert_allclose(share, [0.0], atol=1e-5)
-
-
-def test_ll_terms_solver_settings_parse_or_refuse():
-  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-  import argparse
-
-  import ll_terms
-
-  assert ll_terms.solver_list("1:-2.5:0:20,16:-10:10:300") == [
-    {"num_restarts": 1, "init_range": (-2.5, 0.0), "inference_max_iter": 20},
-    {"num_restarts": 16, "init_range": (-10.0, 10.0), "inference_max_iter": 300},
-  ]
-  for bad in ("16:-10:10", "a:-1:1:3", "0:-1:1:3", "1:-1:1:0", "1:2:1:20"):
-    with pytest.raises(argparse.ArgumentTypeError):
-      ll_terms.solver_list(bad)

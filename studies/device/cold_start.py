@@ -20,7 +20,7 @@ the inference (starts, anchors, choice of the best start) and the rest of the
 step. A straight line through the chains' times after the pause (a fixed
 cost plus a cost per kernel) prices each program as if every kernel it runs
 ran cold; a step's loop reruns the same kernels, which then cost about what
-they cost warm (docs/benchmarks-training.md, "What bounds the interleaved step").
+they cost warm (docs/studies/benchmarks-training.md, "What bounds the interleaved step").
 
 Usage::
 
@@ -46,8 +46,8 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import original_method as om  # noqa: E402  (first: pins BLAS threads)
 from loop_ops import hlo_computations  # noqa: E402
 

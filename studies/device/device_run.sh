@@ -16,12 +16,12 @@
 #
 #   OUT=$OUT MNIST_DIR=.device/mnist-full WHEELS=.device/whl \
 #     [RUN_TGZ=.device/run.tgz] [RUN_SECONDS=540] \
-#     bash benchmarks/device_run.sh [experiments/run.py flags]
+#     bash studies/device/device_run.sh [experiments/run.py flags]
 #
 # Flags, where given, replace the default --exp=nat_mnist --config.num_ops=8.
 # Where jaxopt is missing, WHEELS names a folder of wheels to install first.
 set -e -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-.}
 PY=${PYTHON:-python3}
 WORK=${WORK:-/tmp/device_run}

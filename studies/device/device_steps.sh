@@ -10,12 +10,12 @@
 # a part cut short loses only itself.
 #
 #   OUT=/tmp/steps MNIST_DIR=../shared/data/mnist STATES=DIR \
-#     bash benchmarks/device_steps.sh
+#     bash studies/device/device_steps.sh
 #
 # STATES: the trained states (device_steps.py --make-states on a CPU). Where
 # jaxopt is missing, WHEELS names a folder of wheels to install first.
 set -e
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-.}
 MNIST_DIR=${MNIST_DIR:-../shared/data/mnist}
 STATES=${STATES:-}

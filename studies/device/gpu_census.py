@@ -3,7 +3,7 @@ as lowered for a GPU, counted on any machine (no GPU needed).
 
 On a GPU every iteration of a ``while`` loop whose condition reads data,
 and every conditional on data, reads its predicate on the host
-(docs/benchmarks-gpu.md, "Loops the host waits on"); this counts loops and
+(docs/studies/benchmarks-gpu.md, "Loops the host waits on"); this counts loops and
 conditionals in each default step's StableHLO for CUDA (jax's
 cross-platform lowering, before XLA's optimisations), with each solver
 given in ``--methods`` for the synthetic experiments. ``--iterations``
@@ -27,7 +27,7 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import device_steps  # noqa: E402  (first: pins BLAS threads)
 

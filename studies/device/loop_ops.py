@@ -7,7 +7,7 @@ solve (``_infer_flat``): fusions, copies of loop-carried buffers and
 conditionals, with the operations inside each conditional's branch. At a
 training step's few hundred pairs each of them costs about the same fixed
 overhead, so their number, not the arithmetic, sets the loop's time
-(docs/benchmarks-solvers.md, "The per-pair-step solver"). With ``--iterations-at``
+(docs/studies/benchmarks-solvers.md, "The per-pair-step solver"). With ``--iterations-at``
 it also reports how many iterations the step's pairs run (the loop runs as
 long as its slowest pair), on the state trained to each of those steps.
 
@@ -30,8 +30,8 @@ import sys
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import original_method as om  # noqa: E402
 
 # isort: split

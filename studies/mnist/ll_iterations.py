@@ -20,10 +20,15 @@ against ``summary.json``).
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
 import argparse
 import dataclasses
 import json
-import pathlib
 import time
 
 import jax

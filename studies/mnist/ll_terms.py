@@ -38,11 +38,16 @@ starts raises ``log p(w)`` and so the estimate. As in
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
 import argparse
 import dataclasses
 import json
 import math
-import pathlib
 import time
 
 import jax

@@ -23,8 +23,8 @@ import pathlib
 import platform
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from rot_levers import cpu_budget_command, run_all, run_arguments  # noqa: E402
 

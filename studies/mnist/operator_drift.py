@@ -15,6 +15,12 @@ Usage::
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
 import argparse
 
 import original_method as om  # first: pins BLAS threads before NumPy loads

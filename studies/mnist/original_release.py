@@ -34,14 +34,19 @@ Usage::
 
 ``--out`` writes the rows as JSON (``docs/results/original_release.json``
 renders docs/population.md's comparison, ``original_release_nat.json``
-docs/experiments-nat-mnist.md's).
+docs/studies/experiments-nat-mnist.md's).
 """
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
 import argparse
 import json
-import pathlib
 
 import original_method as om  # first: pins BLAS threads before NumPy loads
 

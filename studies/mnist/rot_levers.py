@@ -29,15 +29,15 @@ import os
 import pathlib
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from seed_rates import seed_range  # noqa: E402
+
+from docs.gen.rot_studies import levers_table  # noqa: E402
 
 # lever -> config overrides; each changes one thing of the rot_mnist config
 # (base_long, latent20_long: the budget)
@@ -245,36 +245,6 @@ def merge(before: dict, found: dict) -> dict:
   return out
 
 
-def table(levers: dict) -> str:
-  """Markdown: per lever each seed's gated span and the median over seeds."""
-  rows = [
-    "| lever | config | gated span per seed (median, quartiles) | median over seeds "
-    "| reference operator's span | \\|cos\\| with it | MSE | `Psi` steps rejected |",
-    "|---|---|---|---|---|---|---|---|",
-  ]
-  for lever, entry in levers.items():
-    seeds = entry["seeds"].values()
-
-    def med(key, seeds=seeds):
-      return statistics.median(s[key] for s in seeds)
-
-    spans = "; ".join(
-      f"{s['rotation_gated_span_degrees']:g}° "
-      f"({s['rotation_gated_span_quartiles'][0]:g}°–"
-      f"{s['rotation_gated_span_quartiles'][1]:g}°)"
-      for s in seeds
-    )
-    flags = " ".join(f"`{f.removeprefix('--config.')}`" for f in entry["flags"])
-    flags = flags or "the experiment's"
-    rows.append(
-      f"| {lever} | {flags} | {spans} | **{med('rotation_gated_span_degrees'):g}°** "
-      f"| {med('reference_rotation_gated_span_degrees'):g}° "
-      f"| {med('reference_cosine'):.3f} | {med('mse'):.4f} "
-      f"| {med('psi_rejected_steps'):g} of {med('psi_attempted_steps'):g} |"
-    )
-  return "\n".join(rows)
-
-
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument(
@@ -303,7 +273,7 @@ def main(argv=None) -> dict:
     "machine": f"{os.cpu_count()}-core CPU, {platform.machine()}",
     "levers": found,
   }
-  print(table(result["levers"]))
+  print(levers_table(result["levers"]))
   if args.out:
     args.out.write_text(json.dumps(result, indent=1) + "\n")
   return result

@@ -32,11 +32,17 @@ A run already in ``--out`` is skipped, so a rerun continues.
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import argparse
 import json
-import pathlib
 
 import numpy as np
+
+from docs.gen.rot_studies import parts_objective_table, parts_table  # noqa: E402
 
 MIXES = (0.25, 0.5, 0.75)  # the operators (1 - s) L + s b R that are measured
 SCALES = (0.5, 0.75, 1.25, 1.5)  # L and b R times these (objective only)
@@ -183,40 +189,6 @@ def analyse(folder: pathlib.Path, batches: int) -> dict:
   }
 
 
-def table(runs: dict) -> str:
-  """Markdown: per operator, the gated span and ``|cos|`` of each run."""
-  names = list(next(iter(runs.values()))["spans"])
-  rows = [
-    "| operator | gated span per run (median, quartiles) | \\|cos\\| with `R` |",
-    "|---|---|---|",
-  ]
-  for name in names:
-    cells = [runs[f]["spans"][name] for f in runs]
-    spans = "; ".join(
-      f"{c['gated']:g}° ({c['quartiles'][0]:g}°–{c['quartiles'][1]:g}°)" for c in cells
-    )
-    cos = ", ".join(f"{c['cos']:.3f}" for c in cells)
-    rows.append(f"| {name} | {spans} | {cos} |")
-  return "\n".join(rows)
-
-
-def objective_table(runs: dict) -> str:
-  """Markdown: per ``psi``, the objective's difference from ``L`` per run."""
-  names = list(next(iter(runs.values()))["objective"])
-  rows = [
-    "| `psi` | objective − at `L`, per run (± standard error) |",
-    "|---|---|",
-  ]
-  for name in names[1:]:
-    cells = [runs[f]["objective"][name] for f in runs]
-    rows.append(
-      f"| {name} | "
-      + "; ".join(f"{c['diff']:+.3f} ± {c['diff_se']:.3f}" for c in cells)
-      + " |"
-    )
-  return "\n".join(rows)
-
-
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("folders", nargs="+", type=pathlib.Path)
@@ -235,8 +207,8 @@ def main(argv=None) -> dict:
         atomic_write_text(args.out, json.dumps({"runs": done}, indent=1) + "\n")
     print(f"{folder}: done", flush=True)
   runs = {f: done[str(f)] for f in args.folders}
-  print(table(runs))
-  print(objective_table(runs))
+  print(parts_table(runs))
+  print(parts_objective_table(runs))
   return runs
 
 

@@ -31,16 +31,24 @@ are paired (standard errors reported). A run already in ``--out`` is skipped.
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import argparse
 import dataclasses
 import json
-import pathlib
 
 import numpy as np
 
-ANGLES = (2, 5, 10, 18, 36, 72, 180)  # degrees: offsets an anchor is reached over
-TERMS = ("q_fit", "q_l1", "p_fit", "p_l1")
-DISTANCES = ("travel", "to_anchor", "c_p")
+from docs.gen.rot_studies import (  # noqa: E402
+  ANGLES,
+  DISTANCES,
+  TERMS,
+  terms_reach_table,
+  terms_table,
+)
 
 
 def operators(trained) -> dict:
@@ -226,51 +234,6 @@ def analyse(folder: pathlib.Path, batches: int, **inference) -> dict:
   }
 
 
-def table(runs: dict) -> str:
-  """Markdown: per cell, the objective's difference from (``L``, ``L``) and
-  each term's, averaged over the runs, with the runs' range of the total."""
-  names = list(next(iter(runs.values()))["grid"])
-  cells = [(s, n) for s in names for n in names]
-  rows = [
-    "| samples along | `psi` | objective − at (`L`, `L`), per run | "
-    + " | ".join(f"{k} −" for k in TERMS)
-    + " | travel | to_anchor | c_p |",
-    "|---|---|---|" + "---|" * (len(TERMS) + len(DISTANCES)),
-  ]
-  for s, n in cells:
-    got = [r["grid"][s][n] for r in runs.values()]
-    ref = [r["grid"]["learned"]["learned"] for r in runs.values()]
-    diffs = "; ".join(f"{g['diff']:+.3f} ± {g['diff_se']:.3f}" for g in got)
-    terms = " | ".join(
-      f"{np.mean([g[k] - b[k] for g, b in zip(got, ref, strict=True)]):+.3f}"
-      for k in TERMS
-    )
-    dists = " | ".join(f"{np.mean([g[k] for g in got]):.3f}" for k in DISTANCES)
-    rows.append(f"| {s} | {n} | {diffs} | {terms} | {dists} |")
-  return "\n".join(rows)
-
-
-def reach_table(runs: dict) -> str:
-  """Markdown: per operator and angle, the median ``|c|``, the share taken
-  the long way round and the offset left, each run's."""
-  names = list(next(iter(runs.values()))["reach"])
-  rows = [
-    "| `psi` | " + " | ".join(f"{a}°" for a in ANGLES) + " |",
-    "|---|" + "---|" * len(ANGLES),
-  ]
-  for n in names:
-    cells = []
-    for a in ANGLES:
-      got = [r["reach"][n][str(a)] for r in runs.values()]
-      cells.append(
-        "; ".join(
-          f"{g['c']:.1f}, {100 * g['long_way']:.0f}%, {g['residual']:.2f}" for g in got
-        )
-      )
-    rows.append(f"| {n} | " + " | ".join(cells) + " |")
-  return "\n".join(rows)
-
-
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("folders", nargs="+", type=pathlib.Path)
@@ -301,8 +264,8 @@ def main(argv=None) -> dict:
         atomic_write_text(args.out, json.dumps({"runs": done}, indent=1) + "\n")
     print(f"{folder}: done", flush=True)
   runs = {f: done[str(f)] for f in args.folders}
-  print(table(runs))
-  print(reach_table(runs))
+  print(terms_table(runs))
+  print(terms_reach_table(runs))
   return runs
 
 

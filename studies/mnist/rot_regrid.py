@@ -23,10 +23,15 @@ the rotation metrics.
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
 import argparse
 import json
 import os
-import pathlib
 
 import rot_levers
 
@@ -77,32 +82,6 @@ def regrid(folders, out: pathlib.Path | None) -> dict:
       flush=True,
     )
   return done
-
-
-def _span(row: dict, prefix: str = "rotation_") -> str:
-  low, high = row[f"{prefix}gated_span_quartiles"]
-  return f"{row[f'{prefix}gated_span_degrees']:g}° ({low:g}°–{high:g}°)"
-
-
-def table(runs: dict) -> str:
-  """Markdown: the runs whose numbers changed, old and new, then the others."""
-  ref = "reference_rotation_gated_span_degrees"
-  rows = [
-    "| run | gated span, median (quartiles): share rule → speed rule "
-    "| reference operator's span |",
-    "|---|---|---|",
-  ]
-  same = [pathlib.Path(f).name for f, row in runs.items() if row["old"] == row["new"]]
-  for folder, row in runs.items():
-    old, new = row["old"], row["new"]
-    if old != new:
-      rows.append(
-        f"| {pathlib.Path(folder).name} | {_span(old)} → **{_span(new)}** "
-        f"| {old[ref]:g}° → {new[ref]:g}° |"
-      )
-  if same:
-    rows.append(f"| the other {len(same)}: {', '.join(same)} | unchanged | unchanged |")
-  return "\n".join(rows)
 
 
 def main(argv=None) -> dict:

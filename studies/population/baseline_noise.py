@@ -4,7 +4,7 @@ several ``baseline_zeta1`` (the weight of its reconstruction, ``1 / sigma^2``).
 Runs ``python experiments/run.py --exp=concentric --model=vae
 --config.baseline_zeta1=Z`` (the paper's budget) in a fresh process per
 value and seed, and records each run's knn accuracy, reconstruction MSE and
-sample-to-manifold distance (docs/baselines.md, "Observation noise").
+sample-to-manifold distance (docs/studies/baselines.md, "Observation noise").
 
 Usage::
 
@@ -19,8 +19,8 @@ import pathlib
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from whole_run import run_one  # noqa: E402
 
 

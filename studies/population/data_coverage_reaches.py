@@ -8,7 +8,7 @@ with :func:`vaells_jax.training.coverage.member_data_coverage` at each reach
 of ``--reaches`` alone (the default signal averages
 ``coverage.DATA_COVERAGE_REACHES``). With the members' ground-truth scores
 (``benchmarks/population_members.py``), ``docs_numbers.py`` renders how often
-each reach keeps a member that learned (docs/population-swiss-roll.md).
+each reach keeps a member that learned (docs/studies/population-swiss-roll.md).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from population_members import restored_members  # noqa: E402
 
