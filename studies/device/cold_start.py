@@ -20,7 +20,8 @@ the inference (starts, anchors, choice of the best start) and the rest of the
 step. A straight line through the chains' times after the pause (a fixed
 cost plus a cost per kernel) prices each program as if every kernel it runs
 ran cold; a step's loop reruns the same kernels, which then cost about what
-they cost warm (docs/studies/benchmarks-training.md, "What bounds the interleaved step").
+they cost warm (docs/studies/benchmarks-training.md, "What bounds the
+interleaved step").
 
 Usage::
 

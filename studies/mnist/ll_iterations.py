@@ -76,8 +76,8 @@ def measure(workdir, points: int, caps) -> dict:
     )
     start = time.perf_counter()
     log_w, stopped = [], {"posterior": [], "prior": []}
-    for i, chunk in likelihood._chunks(batch, CHUNK):
-      total, inferred = likelihood._chunk_log_weights(
+    for i, chunk in likelihood.padded_chunks(batch, CHUNK):
+      total, inferred = likelihood.chunk_log_weights(
         model, params, chunk, jax.random.fold_in(k_ll, i), cfg.eval_ll_samples
       )
       log_w.append(np.asarray(total, np.float64))
@@ -89,7 +89,7 @@ def measure(workdir, points: int, caps) -> dict:
     rows.append(
       {
         "cap": cap,
-        "log_likelihood": float(np.mean(likelihood._jit_iwae_bound(log_w))),
+        "log_likelihood": float(np.mean(likelihood.iwae_bound(log_w))),
         "elbo": float(log_w.mean()),
         **{
           f"{part}_pairs_at_cap": float(np.concatenate(flags).mean())

@@ -151,10 +151,10 @@ def measure(workdir, points: int | None = None, **solver) -> dict:
   parts_fn = jax.jit(_parts, static_argnums=0)
   start = time.perf_counter()
   chunks = []
-  for i, chunk in likelihood._chunks(batch, CHUNK):
+  for i, chunk in likelihood.padded_chunks(batch, CHUNK):
     samples = jax.tree_util.tree_map(
       np.asarray,
-      likelihood._jit_samples(
+      likelihood.posterior_samples(
         model, params, chunk, jax.random.fold_in(k_ll, i), cfg.eval_ll_samples
       ),
     )
@@ -189,7 +189,7 @@ def measure(workdir, points: int | None = None, **solver) -> dict:
       "init_range": list(cfg.init_range),
       "inference_max_iter": cfg.inference_max_iter,
     },
-    "log_likelihood": float(np.mean(likelihood._jit_iwae_bound(log_w))),
+    "log_likelihood": float(np.mean(likelihood.iwae_bound(log_w))),
     "elbo": float(log_w.mean()),
     "parts": {name: float(parts[name].mean()) for name in PARTS},
     "median_distance_gamma": {

@@ -51,9 +51,12 @@ from vaells_jax.models.vaells import (
 
 __all__ = [
   "LogWeights",
+  "chunk_log_weights",
   "importance_log_likelihood",
   "iwae_bound",
   "log_weights",
+  "padded_chunks",
+  "posterior_samples",
   "solve_pairs",
 ]
 
@@ -127,12 +130,14 @@ def _terms(model: Model, params, batch, samples, inferred) -> LogWeights:
   return LogWeights(log_px, log_prior, log_q, z)
 
 
-_jit_samples = jax.jit(_samples, static_argnums=(0, 4))
+# (mu, anchors, z, key) of _samples, one jitted program: the samples the
+# likelihood weighs (studies/mnist/ll_terms.py splits their weights apart).
+posterior_samples = jax.jit(_samples, static_argnums=(0, 4))
 _jit_iwae_bound = jax.jit(iwae_bound)  # one program, not a dozen eager ones
 _jit_total = jax.jit(lambda *args: _terms(*args).total, static_argnums=0)
 
 
-def _chunk_log_weights(model, params, batch, key, num_samples):
+def chunk_log_weights(model, params, batch, key, num_samples):
   """``(log_weights(...).total, the inference)`` as two jitted programs around
   the inference, which compiles apart (``infer_coefficients``'s own jit), so
   that other solves of the same number of pairs (:func:`solve_pairs`) reuse
@@ -140,13 +145,13 @@ def _chunk_log_weights(model, params, batch, key, num_samples):
   # On the host: jit compiles apart for arguments committed to a device (a
   # jitted function's outputs) and uncommitted ones (the report's solves).
   samples = jax.tree_util.tree_map(
-    np.asarray, _jit_samples(model, params, batch, key, num_samples)
+    np.asarray, posterior_samples(model, params, batch, key, num_samples)
   )
   inferred = infer_step_coefficients(model, params["psi"], *samples)
   return _jit_total(model, params, batch, samples, inferred), inferred
 
 
-def _chunks(batch, chunk_size: int):
+def padded_chunks(batch, chunk_size: int):
   """``(index, chunk)`` of ``batch`` in chunks of ``chunk_size`` points, the
   last padded by repeating its last point."""
   num = batch["x"].shape[0]
@@ -192,8 +197,8 @@ def importance_log_likelihood(
     ``(log_likelihood [P], elbo [P])`` as float64 NumPy arrays.
   """
   out = []
-  for i, chunk in _chunks(batch, chunk_size):
-    total, _ = _chunk_log_weights(
+  for i, chunk in padded_chunks(batch, chunk_size):
+    total, _ = chunk_log_weights(
       model, params, chunk, jax.random.fold_in(key, i), num_samples
     )
     out.append(np.asarray(total, np.float64))
