@@ -1,4 +1,5 @@
-"""The synthetic evaluation compiles few programs (docs/studies/benchmarks-evaluation.md).
+"""The synthetic evaluation compiles few programs
+(docs/studies/benchmarks-evaluation.md).
 
 On a CPU with an empty compilation cache, compiling is most of the
 evaluation's time; each program more costs 0.03-4 s. An untrained

@@ -75,7 +75,8 @@ def gpu_variant_table() -> str:
 
 
 def gpu_population() -> str:
-  """docs/studies/benchmarks-gpu.md: a default population's step against one member's."""
+  """docs/studies/benchmarks-gpu.md: a default population's step against one
+  member's."""
   parts = []
   for row in _load("device_h200.json")["device"]["population"]:
     many, one = row["population"]["min_s"], row["single"]["min_s"]

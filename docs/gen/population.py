@@ -440,7 +440,8 @@ def swiss_study_table() -> str:
 
 
 def swiss_anchor_table() -> str:
-  """docs/studies/experiments-sensitivity.md: members and picks by random anchor count."""
+  """docs/studies/experiments-sensitivity.md: members and picks by random anchor
+  count."""
   runs = _load("anchors_swiss_roll.json")
   rows = [
     "| anchors (random places) | members that traverse the roll | seeds where "

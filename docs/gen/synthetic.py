@@ -1,4 +1,5 @@
-"""Single runs of the synthetic experiments, rendered (docs/studies/experiments-synthetic.md).
+"""Single runs of the synthetic experiments, rendered
+(docs/studies/experiments-synthetic.md).
 
 The renderers of :mod:`docs_numbers` for the ``seed_rates.py`` files of
 single runs (``--config.population=1``): ``single_concentric.json``,
