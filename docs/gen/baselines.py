@@ -1,6 +1,6 @@
 """VAELLS against the baselines, rendered (docs/studies/baselines.md).
 
-The renderers of :mod:`docs_numbers` for ``compare_*.json`` (the
+The renderers of :mod:`docs.gen` for ``compare_*.json`` (the
 ``comparison.json`` that ``python experiments/run.py --exp=compare_NAME
 --seeds=N`` writes, copied) and ``baseline_noise.json`` (``python
 benchmarks/baseline_noise.py``). Names taking arguments are written

@@ -1,6 +1,6 @@
 """The GPU's numbers, rendered (docs/studies/benchmarks-gpu.md, README, benchmarks.md).
 
-The renderers of :mod:`docs_numbers` for ``device_h200.json``: the output of
+The renderers of :mod:`docs.gen` for ``device_h200.json``: the output of
 ``benchmarks/device_steps.sh`` on the device machine (keys ``device``,
 ``device_graphs``, ``device_cpu_paths``, ``host_cpu``), of
 ``device_profile.py --ab --trace`` there (``profile``) and of

@@ -1,6 +1,6 @@
 """The numbers of docs/studies/benchmarks-inference.md and -solvers.md, rendered.
 
-The renderers of :mod:`docs_numbers` for the inference benchmarks, from the
+The renderers of :mod:`docs.gen` for the inference benchmarks, from the
 JSON their scripts write into docs/results/ (each page names the command
 of each file): ``inference_speed*.json``, ``exact_inference.json``,
 ``inference_scaling*.json``, ``pgd_quality.json``, ``expm_pairs*.json``,

@@ -382,8 +382,7 @@ def ll_terms_table(name: str) -> str:
 
 def ll_terms_solvers(*names: str) -> str:
   """docs/studies/experiments-nat-mnist-likelihood.md: runs' log-likelihoods with
-  several
-  solver settings (``ll_terms.py --solvers``), a row per setting, a column
+  several solver settings (``ll_terms.py --solvers``), a row per setting, a column
   per run."""
   runs = [r for name in names for r in _load(f"{name}.json")]
 
@@ -420,8 +419,7 @@ def ll_terms_solvers(*names: str) -> str:
 
 def ll_terms_solver_gain(num_ops: str, *names: str) -> str:
   """docs/studies/experiments-nat-mnist-likelihood.md: how much the last solver setting
-  of each
-  ``M = num_ops`` run in ``names`` (``ll_terms.py --solvers``) raises its
+  of each ``M = num_ops`` run in ``names`` (``ll_terms.py --solvers``) raises its
   log-likelihood over the run's own (the first), lowest to highest (and the
   median over three or more runs), in percent."""
   by_run: dict[str, list[dict]] = {}
@@ -445,8 +443,8 @@ def ll_terms_solver_gain(num_ops: str, *names: str) -> str:
 
 def ll_terms_share(name: str, part: str) -> str:
   """docs/studies/experiments-nat-mnist-likelihood.md: ``part``'s share of the
-  difference
-  between the fewest and the most operators' median ELBO (``ll_terms.py``)."""
+  difference between the fewest and the most operators' median ELBO
+  (``ll_terms.py``)."""
   groups = list(_ll_terms(name).values())
   few, most = groups[0], groups[-1]
   med = lambda runs, path: statistics.median(_ll_term(runs, path))  # noqa: E731
@@ -534,8 +532,7 @@ def nat_paper_ll_gap(m: str) -> str:
 
 def ll_iterations_table(name: str) -> str:
   """docs/studies/experiments-nat-mnist-likelihood.md: a run's log-likelihood
-  recomputed with
-  several solver caps (``benchmarks/ll_iterations.py``)."""
+  recomputed with several solver caps (``benchmarks/ll_iterations.py``)."""
   r = _load(f"{name}.json")
   first = r["rows"][0]
   rows = [
@@ -567,8 +564,7 @@ def ll_iterations_gap(name: str) -> str:
 
 def ll_iterations_protocol(name: str, run: str) -> str:
   """docs/studies/experiments-nat-mnist-likelihood.md: a longer cap's log-likelihood
-  over a
-  run's whole protocol (``ll_iterations.py``) beside the run's own."""
+  over a run's whole protocol (``ll_iterations.py``) beside the run's own."""
   r, s = _load(f"{name}.json"), _load(f"{run}.json")["summary"]
   if r["points"] != s["log_likelihood_points"]:
     raise ValueError(f"{name} covers {r['points']} points, {run} its protocol's")

@@ -1,6 +1,6 @@
 """The numbers against the original method, rendered (docs/benchmarks.md, README).
 
-The renderers of :mod:`docs_numbers` for ``original_pairs_step*.json``
+The renderers of :mod:`docs.gen` for ``original_pairs_step*.json``
 (``python benchmarks/original_pairs.py``: a training step's own pairs, the
 library's solve against the original method) and ``train_step_*.json``
 (``python benchmarks/train_step.py``: whole training steps);

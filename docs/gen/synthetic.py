@@ -1,7 +1,7 @@
 """Single runs of the synthetic experiments, rendered
 (docs/studies/experiments-synthetic.md).
 
-The renderers of :mod:`docs_numbers` for the ``seed_rates.py`` files of
+The renderers of :mod:`docs.gen` for the ``seed_rates.py`` files of
 single runs (``--config.population=1``): ``single_concentric.json``,
 ``single_swiss_roll.json`` (seeds 0-9) and ``swiss_roll_draws.json``
 (seed 0, ``--field=psi_seed``, draws 0-9); ``figure_runs.json``: the

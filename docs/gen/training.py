@@ -1,7 +1,7 @@
 """The training step's and whole runs' numbers, rendered
 (docs/studies/benchmarks-training.md).
 
-The renderers of :mod:`docs_numbers` for ``cold_start.json`` (``python
+The renderers of :mod:`docs.gen` for ``cold_start.json`` (``python
 benchmarks/cold_start.py``), ``step_phases.json`` (``step_phases.py``),
 ``population_step_*.json`` (``population_step.py``), ``whole_run.json``
 (``whole_run.py``) and ``test_times.json`` (``test_times.py``, the README's

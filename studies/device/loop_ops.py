@@ -9,8 +9,7 @@ training step's few hundred pairs each of them costs about the same fixed
 overhead, so their number, not the arithmetic, sets the loop's time
 (docs/studies/benchmarks-solvers.md, "The per-pair-step solver"). With
 ``--iterations-at`` it also reports how many iterations the step's pairs run (the loop
-runs as
-long as its slowest pair), on the state trained to each of those steps.
+runs as long as its slowest pair), on the state trained to each of those steps.
 
 Usage::
 
