@@ -398,21 +398,21 @@ class TrainedBaseline:
     return np.asarray(iwae_bound(log_w)) + jacobian, log_w.mean(axis=-1) + jacobian
 
 
-def _to_model(input_map, x):
+def _to_model(input_map: InputMap | None, x: Any) -> Any:
   return x if input_map is None else input_map.to_model(x)
 
 
-def _to_user(input_map, y):
+def _to_user(input_map: InputMap | None, y: Any) -> Any:
   return y if input_map is None else input_map.to_user(y)
 
 
-def _log_jacobian(input_map, dim: int) -> float:
+def _log_jacobian(input_map: InputMap | None, dim: int) -> float:
   """``log |d x' / d x|`` of the map to the model's units: densities of the
   user's ``x`` are the model's times ``scale^-D``."""
   return 0.0 if input_map is None else -dim * float(np.log(input_map.scale))
 
 
-def great_circle(z0, z1, ts):
+def great_circle(z0: jax.Array, z1: jax.Array, ts: jax.Array) -> jax.Array:
   """Points ``cos(t w) u0 + sin(t w) v`` on the great circle from ``u0`` to ``u1``.
 
   ``u0, u1`` are the unit directions of ``z0, z1 [..., d]``, ``w`` the angle
