@@ -51,7 +51,8 @@ def test_public_names_resolve_and_config_is_exported():
   assert (ROOT / "vaells_jax" / "py.typed").exists()
 
 
-def _callables():
+def _callable_names():
+  """``fit``, ``TrainedVAELLS.encode``, ...: the public functions and methods."""
   for name in vaells_jax.__all__:
     value = getattr(vaells_jax, name)
     if name in ("Config", "InferenceResult"):  # dataclass, NamedTuple: fields
@@ -59,13 +60,15 @@ def _callables():
     if inspect.isclass(value):
       for attr, member in vars(value).items():
         if not attr.startswith("_") and inspect.isfunction(member):
-          yield f"{name}.{attr}", member
+          yield f"{name}.{attr}"
     else:
-      yield name, value
+      yield name
 
 
-@pytest.mark.parametrize("name, fn", list(_callables()), ids=lambda v: str(v))
-def test_every_public_function_and_method_is_annotated(name, fn):
+@pytest.mark.parametrize("name", list(_callable_names()))
+def test_every_public_function_and_method_is_annotated(name):
+  owner, _, attr = name.rpartition(".")
+  fn = getattr(getattr(vaells_jax, owner) if owner else vaells_jax, attr)
   signature = inspect.signature(fn)
   unannotated = [
     p.name

@@ -82,8 +82,8 @@ class NoTrainingData:
     self.folder = str(folder)
 
   def __getattr__(self, name: str) -> Any:
-    if name.startswith("__"):  # copy, pickle and friends probe for these
-      raise AttributeError(name)
+    if name.startswith("__") or name in ("data_dim", "folder"):
+      raise AttributeError(name)  # probes of copy and pickle; not yet set
     raise ValueError(
       f"the model loaded from {self.folder} (saved by model.save) has no "
       f"training data, so data.{name} is not there: load the run's workdir "
@@ -176,6 +176,11 @@ def read_saved_model(folder: str | os.PathLike[str]) -> SavedModel:
     )
   has_map = INPUT_MAP_NAME in record["sha256"]
   input_map = InputMap.load(folder / INPUT_MAP_NAME) if has_map else None
+  if input_map is not None and input_map.shift.shape != (record["data_dim"],):
+    raise ValueError(
+      f"{folder / INPUT_MAP_NAME} maps {input_map.shift.shape[0]} features; "
+      f"{MODEL_NAME} says {record['data_dim']}."
+    )
   return SavedModel(
     config,
     _read_params(folder / PARAMS_NAME),
