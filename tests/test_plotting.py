@@ -1,15 +1,18 @@
-"""Smoke tests: every plotting function writes a non-empty PNG."""
+"""Smoke tests: every plotting function writes a non-empty PNG and returns its
+figure, built outside pyplot."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 from vaells_jax.evaluation import plotting
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _assert_png(path):
+def _assert_png(fig, path):
+  assert isinstance(fig, Figure)
   data = path.read_bytes()
   assert len(data) > 1000
   assert data[:8] == PNG_SIGNATURE
@@ -25,19 +28,18 @@ def test_latent_embedding_discrete_and_continuous(tmp_path, rng):
   out = plotting.plot_latent_embedding(
     tmp_path / "a.png", z, rng.integers(0, 2, 50), z[:4], "t", "class"
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "a.png")
   out = plotting.plot_latent_embedding(
     tmp_path / "sub" / "b.png", jnp.asarray(z), rng.uniform(size=50), None
   )
-  assert out == tmp_path / "sub" / "b.png"
-  _assert_png(out)
+  _assert_png(out, tmp_path / "sub" / "b.png")
 
 
 def test_ground_truth(tmp_path, rng):
   out = plotting.plot_ground_truth(
     tmp_path / "gt.png", rng.normal(size=(40, 2)), rng.uniform(size=40)
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "gt.png")
 
 
 @pytest.mark.parametrize("magnitudes", [None, np.array([0.5, 1.5, 2.0])])
@@ -48,7 +50,7 @@ def test_orbits(tmp_path, rng, magnitudes):
     rng.normal(size=(3, 2, 10, 2)),
     magnitudes=magnitudes,
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "orbits.png")
 
 
 def test_prior_samples(tmp_path, rng):
@@ -58,14 +60,14 @@ def test_prior_samples(tmp_path, rng):
     rng.normal(size=(3, 20, 2)),
     rng.normal(size=(3, 2)),
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "prior.png")
 
 
 def test_paths(tmp_path, rng):
   out = plotting.plot_paths(
     tmp_path / "paths.png", rng.normal(size=(30, 2)), rng.normal(size=(2, 15, 2))
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "paths.png")
 
 
 def test_posterior_contour(tmp_path, rng):
@@ -82,17 +84,17 @@ def test_posterior_contour(tmp_path, rng):
     np.zeros(2),
     rng.normal(size=(30, 2)),
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "contour.png")
 
 
 def test_operator_magnitudes(tmp_path):
   out = plotting.plot_operator_magnitudes(
     tmp_path / "mags.png", jnp.array([0.1, 2.0, 0.7, 1.2])
   )
-  _assert_png(out)
+  _assert_png(out, tmp_path / "mags.png")
 
 
-def test_figures_are_closed(tmp_path, rng):
+def test_figures_stay_out_of_pyplot(tmp_path, rng):
   import matplotlib.pyplot as plt
 
   before = len(plt.get_fignums())
@@ -105,4 +107,4 @@ def test_orbits_with_diverging_and_nan_points(tmp_path, rng):
   orbits[0, 0, -1] = 1e6
   orbits[0, 1, -1] = np.nan
   out = plotting.plot_orbits(tmp_path / "o.png", rng.normal(size=(30, 2)), orbits)
-  _assert_png(out)
+  _assert_png(out, tmp_path / "o.png")

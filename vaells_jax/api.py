@@ -1,7 +1,8 @@
 """A trained model as other JAX code uses it: encode, decode, sample, paths.
 
 :class:`TrainedVAELLS` for VAELLS and :class:`TrainedBaseline` for the
-baselines share these methods; :func:`load` returns whichever a workdir holds.
+baselines share these methods; :func:`load` returns whichever a workdir, or
+a folder that ``model.save`` wrote (:mod:`vaells_jax.data.saved_model`), holds.
 :data:`MODELS` is the table of trainable models: for each ``config.model``
 its initial state, its jitted step and its trained-model class, looked up by
 the runner and by :func:`load`.
@@ -11,20 +12,32 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from vaells_jax.config import CONFIG_NAME, Config, config_from_json
 from vaells_jax.core.laplace import sample_laplace
 from vaells_jax.core.transport import transport, transport_path
 from vaells_jax.data.conditioning import INPUT_MAP_NAME, InputMap
 from vaells_jax.data.dataset import Dataset, load_dataset
+from vaells_jax.data.saved_model import (
+  PARAMS_NAME,
+  NoTrainingData,
+  SavedModel,
+  is_saved_model,
+  read_saved_model,
+  write_saved_model,
+)
 from vaells_jax.evaluation.likelihood import importance_log_likelihood, iwae_bound
-from vaells_jax.models.vaells import Model
+from vaells_jax.models.baselines import Baseline
+from vaells_jax.models.vaells import Model, StepSolvers
 from vaells_jax.training.baseline_step import (
   create_baseline,
   describe_baseline,
@@ -40,14 +53,22 @@ from vaells_jax.training.step import (
   make_vaells_step,
 )
 
-__all__ = ["MODELS", "ModelEntry", "TrainedBaseline", "TrainedVAELLS", "load"]
+__all__ = [
+  "MODELS",
+  "ModelEntry",
+  "TrainedBaseline",
+  "TrainedVAELLS",
+  "load",
+]
 
 DATA_NAME = "dataset.npz"
 # Written by ``fit`` when it trained several tries: which subfolder ``load`` returns.
 TRIES_NAME = "tries.json"
+Params = dict[str, Any]  # nested dicts of arrays
+PathLike = str | os.PathLike[str]
 
 
-def _width(a, width: int, what: str) -> jax.Array:
+def _width(a: ArrayLike, width: int, what: str) -> jax.Array:
   """``a`` as an array whose last axis is ``width``, else a ValueError."""
   a = jnp.asarray(a)
   if a.ndim == 0 or a.shape[-1] != width:
@@ -69,7 +90,8 @@ class TrainedVAELLS:
     config: the training configuration.
     params: ``{"encoder", "decoder", "anchors", "psi"}``, in the units the
       networks trained in.
-    data: the data set it was trained on, in the user's units.
+    data: the data set it was trained on, in the user's units
+      (:class:`NoTrainingData` for a model loaded from ``save``'s folder).
     input_map: for a model that trained on conditioned data (``fit``), the
       map from the user's units to the networks' (``encode``, ``decode``,
       ``anchors``, ``sample_posterior`` and ``log_likelihood`` take and give
@@ -79,10 +101,10 @@ class TrainedVAELLS:
   """
 
   config: Config
-  params: dict
-  data: Dataset
+  params: Params
+  data: Dataset | NoTrainingData
   input_map: InputMap | None = None
-  verdict: dict | None = None
+  verdict: dict[str, Any] | None = None
 
   @property
   def psi(self) -> jax.Array:
@@ -94,31 +116,64 @@ class TrainedVAELLS:
     return Model.create(self.config, self.data.data_dim)
 
   @property
-  def solvers(self):
+  def solvers(self) -> StepSolvers:
     """The coefficient solvers (``.posterior``, ``.prior``) built from the config."""
     return self._model.solvers
 
-  def encode(self, x):
+  def encode(self, x: ArrayLike) -> jax.Array:
     """``f(x) / latent_scale``: ``[..., D] -> [..., d]``."""
     x = _to_model(self.input_map, _width(x, self.data.data_dim, "encode's input"))
     return self._model.encode(self.params, x)
 
-  def decode(self, z):
+  def decode(self, z: ArrayLike) -> jax.Array:
     """``g(latent_scale * z)``: ``[..., d] -> [..., D]``."""
     z = _width(z, self.config.latent_dim, "decode's input")
     return _to_user(self.input_map, self._model.decode(self.params, z))
 
   @property
-  def anchors(self):
+  def anchors(self) -> jax.Array:
     """The (learned) anchors in input space, ``[C, A, D]``."""
     return _to_user(self.input_map, self.params["anchors"])
 
   @property
-  def anchors_latent(self):
+  def anchors_latent(self) -> jax.Array:
     """Encoded anchors, ``[C, A, d]``."""
     return self._model.encode(self.params, self.params["anchors"])
 
-  def _sample_around(self, key, starts, n, laplace_scale=None, gamma=None):
+  def save(self, path: PathLike, *, overwrite: bool = False) -> pathlib.Path:
+    """Writes the model, without its training data, to the folder ``path``.
+
+    The folder (:mod:`vaells_jax.data.saved_model`) holds the config, the
+    parameters (network, anchors, ``psi``), the input map and the verdict:
+    no training data and no optimiser state. It is written into a
+    temporary folder and renamed into place, so no half-written model is
+    left. ``vaells_jax.load(path)`` reads it back, with the same ``encode``
+    and ``decode`` to the bit; its ``data`` is a
+    :class:`~vaells_jax.data.saved_model.NoTrainingData`, which raises a
+    ``ValueError`` for what needs the training data.
+
+    Args:
+      path: a folder that does not exist or is empty (or, with
+        ``overwrite``, holds a saved model, which is replaced).
+      overwrite: replace a saved model already in ``path``.
+
+    Returns:
+      ``path``, a ``pathlib.Path``.
+
+    Raises:
+      ValueError: ``path`` is a file, a link, a folder of other files, or a
+        saved model without ``overwrite``.
+    """
+    return _save(self, path, overwrite)
+
+  def _sample_around(
+    self,
+    key: jax.Array,
+    starts: jax.Array,
+    n: int,
+    laplace_scale: float | None = None,
+    gamma: float | None = None,
+  ) -> jax.Array:
     """``n`` samples ``T(c) s + gamma eps`` around each start ``[..., d]``."""
     cfg = self.config
     b = 1.0 / cfg.zeta3 if laplace_scale is None else laplace_scale
@@ -129,7 +184,14 @@ class TrainedVAELLS:
     eps = jax.random.normal(k_e, shape + (cfg.latent_dim,))
     return transport(self.psi, coeffs, starts[..., None, :]) + gamma * eps
 
-  def sample_prior(self, key, n, label=None, laplace_scale=None, gamma=None):
+  def sample_prior(
+    self,
+    key: jax.Array,
+    n: int,
+    label: int | None = None,
+    laplace_scale: float | None = None,
+    gamma: float | None = None,
+  ) -> jax.Array:
     """``n`` latent samples from the prior (of class ``label``, or all classes).
 
     Each sample picks an anchor uniformly and moves it along the operators
@@ -146,11 +208,26 @@ class TrainedVAELLS:
     picked = anchors[jax.random.randint(k_pick, (n,), 0, anchors.shape[0])]
     return self._sample_around(k_move, picked, 1, laplace_scale, gamma)[:, 0]
 
-  def sample_posterior(self, key, x, n, laplace_scale=None, gamma=None):
+  def sample_posterior(
+    self,
+    key: jax.Array,
+    x: ArrayLike,
+    n: int,
+    laplace_scale: float | None = None,
+    gamma: float | None = None,
+  ) -> jax.Array:
     """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
     return self._sample_around(key, self.encode(x), n, laplace_scale, gamma)
 
-  def infer_path(self, z0, z1, ts, key=None, num_restarts=None, init_range=None):
+  def infer_path(
+    self,
+    z0: ArrayLike,
+    z1: ArrayLike,
+    ts: ArrayLike,
+    key: jax.Array | None = None,
+    num_restarts: int | None = None,
+    init_range: tuple[float, float] | None = None,
+  ) -> jax.Array:
     """The transport path from ``z0`` to ``z1`` (``[..., d]`` each) at times ``ts``.
 
     Coefficients are inferred with the prior's sparsity weight and, unless
@@ -177,7 +254,14 @@ class TrainedVAELLS:
     result = solver(self.psi, z0, z1, l1_weight=self.config.zeta_p, key=key)
     return transport_path(self.psi, result.coeffs, z0, ts)
 
-  def log_likelihood(self, key, x, labels=None, num_samples=100, chunk_size=25):
+  def log_likelihood(
+    self,
+    key: jax.Array,
+    x: ArrayLike,
+    labels: ArrayLike | None = None,
+    num_samples: int = 100,
+    chunk_size: int = 25,
+  ) -> tuple[np.ndarray, np.ndarray]:
     """Importance-sampled ``log p(x)`` and ELBO (paper appendix D).
 
     Args:
@@ -215,33 +299,38 @@ class TrainedBaseline:
   Attributes:
     config: the training configuration.
     params: the baseline's parameters (:mod:`vaells_jax.models.baselines`).
-    data: the data set it was trained on, in the user's units.
+    data: as :class:`TrainedVAELLS`'s.
     input_map: as :class:`TrainedVAELLS`'s.
   """
 
   config: Config
-  params: dict
-  data: Dataset
+  params: Params
+  data: Dataset | NoTrainingData
   input_map: InputMap | None = None
   verdict = None  # computed for VAELLS only
   psi = None  # no transport operators
 
   @property
-  def baseline(self):
+  def baseline(self) -> Baseline:
     """The static :class:`vaells_jax.models.baselines.Baseline`."""
     return create_baseline(self.config, self.data.data_dim)
 
-  def encode(self, x):
+  def save(self, path: PathLike, *, overwrite: bool = False) -> pathlib.Path:
+    """Writes the model, without its training data, to the folder ``path``
+    (as :meth:`TrainedVAELLS.save`)."""
+    return _save(self, path, overwrite)
+
+  def encode(self, x: ArrayLike) -> jax.Array:
     """The posterior's mean (direction): ``[..., D] -> [..., d]``."""
     x = _to_model(self.input_map, _width(x, self.data.data_dim, "encode's input"))
     return self.baseline.encode(self.params, x)[0]
 
-  def decode(self, z):
+  def decode(self, z: ArrayLike) -> jax.Array:
     """``g(z)``: ``[..., d] -> [..., D]``."""
     z = _width(z, self.config.latent_dim, "decode's input")
     return _to_user(self.input_map, self.baseline.decode(self.params, z))
 
-  def sample_prior(self, key, n, label=None):
+  def sample_prior(self, key: jax.Array, n: int, label: int | None = None) -> jax.Array:
     """``n`` samples of ``p(z)``, ``[n, d]``; the baselines' prior has no classes."""
     if label is not None:
       raise ValueError(
@@ -250,12 +339,20 @@ class TrainedBaseline:
       )
     return self.baseline.sample_prior(self.params, key, n)
 
-  def sample_posterior(self, key, x, n):
+  def sample_posterior(self, key: jax.Array, x: ArrayLike, n: int) -> jax.Array:
     """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
     x = _to_model(self.input_map, jnp.asarray(x))
     return self.baseline.sample_posterior(self.params, key, x, n)
 
-  def infer_path(self, z0, z1, ts, key=None, num_restarts=None, init_range=None):
+  def infer_path(
+    self,
+    z0: ArrayLike,
+    z1: ArrayLike,
+    ts: ArrayLike,
+    key: jax.Array | None = None,
+    num_restarts: int | None = None,
+    init_range: tuple[float, float] | None = None,
+  ) -> jax.Array:
     """The model's path from ``z0`` to ``z1`` (``[..., d]`` each) at ``ts``.
 
     A straight line for ``vae`` and ``vampprior``; for ``svae`` the great
@@ -270,7 +367,14 @@ class TrainedBaseline:
       return z0 + ts * (z1 - z0)
     return great_circle(z0, z1, ts)
 
-  def log_likelihood(self, key, x, labels=None, num_samples=100, chunk_size=25):
+  def log_likelihood(
+    self,
+    key: jax.Array,
+    x: ArrayLike,
+    labels: ArrayLike | None = None,
+    num_samples: int = 100,
+    chunk_size: int = 25,
+  ) -> tuple[np.ndarray, np.ndarray]:
     """Importance-sampled ``log p(x)`` and ELBO, as :class:`TrainedVAELLS`'s.
 
     ``labels`` is unused (kept for the common interface). Returns
@@ -294,21 +398,21 @@ class TrainedBaseline:
     return np.asarray(iwae_bound(log_w)) + jacobian, log_w.mean(axis=-1) + jacobian
 
 
-def _to_model(input_map, x):
+def _to_model(input_map: InputMap | None, x: Any) -> Any:
   return x if input_map is None else input_map.to_model(x)
 
 
-def _to_user(input_map, y):
+def _to_user(input_map: InputMap | None, y: Any) -> Any:
   return y if input_map is None else input_map.to_user(y)
 
 
-def _log_jacobian(input_map, dim: int) -> float:
+def _log_jacobian(input_map: InputMap | None, dim: int) -> float:
   """``log |d x' / d x|`` of the map to the model's units: densities of the
   user's ``x`` are the model's times ``scale^-D``."""
   return 0.0 if input_map is None else -dim * float(np.log(input_map.scale))
 
 
-def great_circle(z0, z1, ts):
+def great_circle(z0: jax.Array, z1: jax.Array, ts: jax.Array) -> jax.Array:
   """Points ``cos(t w) u0 + sin(t w) v`` on the great circle from ``u0`` to ``u1``.
 
   ``u0, u1`` are the unit directions of ``z0, z1 [..., d]``, ``w`` the angle
@@ -375,24 +479,29 @@ MODELS = {
 }
 
 
-def load(workdir, kept: bool = True) -> TrainedVAELLS | TrainedBaseline:
+def load(workdir: PathLike, kept: bool = True) -> TrainedVAELLS | TrainedBaseline:
   """Loads the model trained in ``workdir`` (by ``experiments/run.py`` or
   ``fit``; where ``fit`` trained several tries, the one it kept, or with
   ``kept=False`` the first try, which ``workdir`` itself holds; the others
-  are ``load(workdir / "try<k>")``).
+  are ``load(workdir / "try<k>")``), or saved there by ``model.save``.
 
-  The latest checkpoint is verified file by file against its SHA-256 and
+  A run's latest checkpoint is verified file by file against its SHA-256 and
   against the run it records: ``config.json`` and ``dataset.npz`` must be
-  those it was trained with.
+  those it was trained with. A saved model's files are verified against the
+  SHA-256 sums in its ``model.json``; its ``data`` is a
+  :class:`~vaells_jax.data.saved_model.NoTrainingData`.
 
   Raises:
-    FileNotFoundError: ``config.json`` or ``dataset.npz`` is missing.
+    FileNotFoundError: ``config.json`` or ``dataset.npz`` is missing (a
+      saved model: one of its files).
     ValueError: either is unreadable or invalid (one line naming it).
     vaells_jax.training.checkpoint.CheckpointError: (a ``ValueError``) no
       checkpoint, a file that fails its checksum, or a checkpoint written by
       another config or data (e.g. ``config.json`` edited after training).
   """
   workdir = pathlib.Path(workdir)
+  if is_saved_model(workdir):
+    return _load_saved(workdir)
   if kept and (workdir / TRIES_NAME).exists():
     folder = json.loads((workdir / TRIES_NAME).read_text())["kept"]
     if folder != ".":
@@ -418,11 +527,50 @@ def load(workdir, kept: bool = True) -> TrainedVAELLS | TrainedBaseline:
     trained = dataclasses.replace(
       trained, data=input_map.user_data(data), input_map=input_map
     )
-  summary = workdir / "summary.json"
-  if config.model == "vaells" and summary.exists():
-    try:
-      verdict = json.loads(summary.read_text()).get("verdict")
-    except ValueError:
-      verdict = None
-    trained = dataclasses.replace(trained, verdict=verdict)
+  if isinstance(trained, TrainedVAELLS):
+    trained = dataclasses.replace(trained, verdict=_saved_verdict(workdir))
   return trained
+
+
+def _saved_verdict(workdir: pathlib.Path) -> dict[str, Any] | None:
+  """The verdict in the run's ``summary.json``, if there is one."""
+  try:
+    return json.loads((workdir / "summary.json").read_text()).get("verdict")
+  except (OSError, ValueError):
+    return None
+
+
+def _save(
+  model: TrainedVAELLS | TrainedBaseline, path: PathLike, overwrite: bool
+) -> pathlib.Path:
+  saved = SavedModel(
+    config=model.config,
+    params=jax.device_get(model.params),
+    data_dim=model.data.data_dim,
+    input_map=model.input_map,
+    verdict=model.verdict,
+  )
+  return write_saved_model(path, saved, overwrite=overwrite)
+
+
+def _load_saved(folder: pathlib.Path) -> TrainedVAELLS | TrainedBaseline:
+  """The model in a folder ``model.save`` wrote."""
+  saved = read_saved_model(folder)
+  params = jax.tree.map(jnp.asarray, saved.params)
+  data = NoTrainingData(saved.data_dim, folder)
+  if saved.config.model != "vaells":
+    return TrainedBaseline(saved.config, params, data, saved.input_map)
+  psi, anchors = params.get("psi"), params.get("anchors")
+  cfg = saved.config
+  if (
+    psi is None
+    or anchors is None
+    or psi.shape != (cfg.num_ops, cfg.latent_dim, cfg.latent_dim)
+    or anchors.shape[-1] != saved.data_dim
+  ):
+    raise ValueError(
+      f"{folder / PARAMS_NAME} does not hold this config's psi "
+      f"[{cfg.num_ops}, {cfg.latent_dim}, {cfg.latent_dim}] and anchors "
+      f"[..., {saved.data_dim}]."
+    )
+  return TrainedVAELLS(cfg, params, data, saved.input_map, saved.verdict)

@@ -15,7 +15,7 @@ import functools
 import json
 import numbers
 import pathlib
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -500,11 +500,19 @@ _INT_BOUNDS = {
 }
 
 
-_KINDS = {"hidden": tuple, "init_range": tuple, "posterior_init_range": tuple}
-_TUPLE_ELEMENTS = {"hidden": int, "init_range": float, "posterior_init_range": float}
+_KINDS: dict[str, type] = {
+  "hidden": tuple,
+  "init_range": tuple,
+  "posterior_init_range": tuple,
+}
+_TUPLE_ELEMENTS: dict[str, type] = {
+  "hidden": int,
+  "init_range": float,
+  "posterior_init_range": float,
+}
 _KINDS.update(
   {
-    f.name: {"int": int, "float": float, "bool": bool, "str": str}[f.type]
+    f.name: {"int": int, "float": float, "bool": bool, "str": str}[cast(str, f.type)]
     for f in dataclasses.fields(Config)
     if f.name not in _KINDS
   }
@@ -533,7 +541,7 @@ def _checked_init(init):
   return __init__
 
 
-Config.__init__ = _checked_init(Config.__init__)
+Config.__init__ = _checked_init(Config.__init__)  # type: ignore[method-assign]
 
 
 def _parse(value: str, current: Any) -> Any:
@@ -612,6 +620,9 @@ def config_from_json(path) -> Config:
       f"{path} is not a vaells_jax run configuration ({'; '.join(parts)})."
     )
   try:
-    return Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    values: dict[str, Any] = {
+      k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()
+    }
+    return Config(**values)
   except ValueError as e:
     raise ValueError(f"{path}: {e}") from None

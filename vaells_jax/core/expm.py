@@ -34,6 +34,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from vaells_jax.core import backend
 
@@ -55,7 +56,7 @@ _DEGREE = {jnp.dtype(jnp.float32): 8, jnp.dtype(jnp.float64): 16}
 _SERIES_TERMS = {jnp.dtype(jnp.float32): 6, jnp.dtype(jnp.float64): 10}
 
 
-def expm_small(a, *, checked: bool = False):
+def expm_small(a: ArrayLike, *, checked: bool = False) -> jax.Array:
   """``expm`` of a batch of small square matrices.
 
   Valid range: finite ``a`` with ``||a||_1 <= 0.5 * 2**MAX_SQUARINGS`` (512);

@@ -60,6 +60,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from vaells_jax.core.solvers import METHODS, SOLVERS, resolve, unsuitable
 from vaells_jax.core.solvers.jaxopt_solvers import data_term
@@ -99,7 +100,13 @@ class InferenceResult(NamedTuple):
   converged: jax.Array
 
 
-def inference_objective(psi, coeffs, z0, z1, l1_weight):
+def inference_objective(
+  psi: ArrayLike,
+  coeffs: ArrayLike,
+  z0: ArrayLike,
+  z1: ArrayLike,
+  l1_weight: ArrayLike,
+) -> jax.Array:
   """The inference objective ``1/2 ||z1 - T_psi(c) z0||^2 + l1_weight ||c||_1``.
 
   Evaluated with :func:`vaells_jax.core.transport` (the closed form for ``d = 2``,
@@ -195,17 +202,17 @@ def _check_key(key) -> None:
 
 
 def infer_coefficients(
-  psi,
-  z0,
-  z1,
+  psi: ArrayLike,
+  z0: ArrayLike,
+  z1: ArrayLike,
   *,
-  l1_weight,
-  key,
-  num_restarts=1,
-  init_range=(0.0, 1.0),
-  max_iter=None,
-  tol=DEFAULT_TOL,
-  method="auto",
+  l1_weight: ArrayLike,
+  key: jax.Array,
+  num_restarts: int = 1,
+  init_range: tuple[ArrayLike, ArrayLike] = (0.0, 1.0),
+  max_iter: int | None = None,
+  tol: float = DEFAULT_TOL,
+  method: str = "auto",
 ) -> InferenceResult:
   """Infers the sparse coefficients that transport ``z0`` to ``z1``, batched.
 

@@ -7,8 +7,11 @@ inverse-CDF map of paper appendix A, ``c_m = -b sign(u_m) log(1 - 2|u_m|)`` with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike, DTypeLike
 
 __all__ = ["laplace_from_uniform", "laplace_log_prob", "sample_laplace"]
 
@@ -33,7 +36,12 @@ def laplace_from_uniform(u, scale):
   return -scale * jnp.sign(u) * jnp.log1p(-two_abs_u)
 
 
-def sample_laplace(key, shape, scale, dtype=jnp.float32):
+def sample_laplace(
+  key: jax.Array,
+  shape: Sequence[int],
+  scale: ArrayLike,
+  dtype: DTypeLike = jnp.float32,
+) -> jax.Array:
   """Reparameterised Laplace(0, ``scale``) samples; finite for every key.
 
   Args:
@@ -49,7 +57,7 @@ def sample_laplace(key, shape, scale, dtype=jnp.float32):
   return laplace_from_uniform(u, jnp.asarray(scale, dtype))
 
 
-def laplace_log_prob(x, scale):
+def laplace_log_prob(x: ArrayLike, scale: ArrayLike) -> jax.Array:
   """Elementwise log density ``-|x| / b - log(2 b)`` of Laplace(0, b).
 
   Args:

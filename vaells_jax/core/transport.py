@@ -17,8 +17,10 @@ generators) stay finite for any coefficients.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import expm
+from jax.typing import ArrayLike
 
 from vaells_jax.core.expm import check_finite, expm_2x2
 
@@ -60,7 +62,7 @@ def _check_coeffs_and_points(psi, coeffs, z0) -> None:
     ) from None
 
 
-def generator(psi, coeffs):
+def generator(psi: ArrayLike, coeffs: ArrayLike) -> jax.Array:
   """The dynamics matrix ``A = sum_m coeffs_m psi_m``.
 
   Args:
@@ -73,7 +75,9 @@ def generator(psi, coeffs):
   return jnp.einsum("...m,mij->...ij", coeffs, psi)
 
 
-def transport(psi, coeffs, z0, *, checked: bool = False):
+def transport(
+  psi: ArrayLike, coeffs: ArrayLike, z0: ArrayLike, *, checked: bool = False
+) -> jax.Array:
   """Moves ``z0`` along the manifold: ``expm(sum_m coeffs_m psi_m) @ z0``.
 
   Valid for finite inputs with ``||sum_m coeffs_m psi_m||_1`` below about 80
@@ -123,7 +127,14 @@ def _transport(psi, coeffs, z0):
   return jnp.einsum("...ij,...j->...i", operator, z0)
 
 
-def transport_path(psi, coeffs, z0, ts, *, checked: bool = False):
+def transport_path(
+  psi: ArrayLike,
+  coeffs: ArrayLike,
+  z0: ArrayLike,
+  ts: ArrayLike,
+  *,
+  checked: bool = False,
+) -> jax.Array:
   """Points along the path ``z(t) = expm(t * sum_m coeffs_m psi_m) @ z0``.
 
   Valid where every ``t * coeffs`` is in :func:`transport`'s range; outside

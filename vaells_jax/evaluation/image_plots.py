@@ -1,14 +1,16 @@
 """Figures of 28 x 28 digit images: posterior grids, operator paths, rotation.
 
 Like :mod:`vaells_jax.evaluation.plotting`: each function writes one PNG and
-returns its path.
+returns its :class:`~matplotlib.figure.Figure`, built outside pyplot.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-from vaells_jax.evaluation.plotting import PANEL, plt, save_figure
+from vaells_jax.evaluation.plotting import PANEL, save_figure
 
 __all__ = [
   "plot_image_rows",
@@ -28,7 +30,7 @@ def _image_tiles(images, side=28):
 
 def _box(ax, row, col, side=28, colour="limegreen"):
   ax.add_patch(
-    plt.Rectangle(
+    Rectangle(
       (col * side - 0.5, row * side - 0.5),
       side,
       side,
@@ -39,7 +41,7 @@ def _box(ax, row, col, side=28, colour="limegreen"):
   )
 
 
-def plot_posterior_grids(path, centres, samples, title=""):
+def plot_posterior_grids(path, centres, samples, title="") -> Figure:
   """Decoded posterior samples around inputs (paper figs 5, 6, 9, 10).
 
   Each panel is a 3 x 3 grid: the decoded input in the centre (green box),
@@ -52,11 +54,12 @@ def plot_posterior_grids(path, centres, samples, title=""):
     title: figure title.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   centres, samples = np.asarray(centres), np.asarray(samples)
   num = centres.shape[0]
-  fig, axes = plt.subplots(1, num, figsize=(2.0 * num, 2.3), squeeze=False)
+  fig = Figure(figsize=(2.0 * num, 2.3))
+  axes = fig.subplots(1, num, squeeze=False)
   for ax, centre, around in zip(axes[0], centres, samples, strict=True):
     grid = np.concatenate([around[:4], centre[None], around[4:8]]).reshape(3, 3, -1)
     ax.imshow(_image_tiles(grid), cmap="gray", vmin=0, vmax=1)
@@ -66,7 +69,7 @@ def plot_posterior_grids(path, centres, samples, title=""):
   return save_figure(fig, path)
 
 
-def plot_operator_paths(path, frames, coeffs, title=""):
+def plot_operator_paths(path, frames, coeffs, title="") -> Figure:
   """Decoded paths ``g(expm(t psi_m) z0)`` of one operator (paper figs 7, 11, 12).
 
   Args:
@@ -77,11 +80,12 @@ def plot_operator_paths(path, frames, coeffs, title=""):
     title: figure title.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   frames, coeffs = np.asarray(frames), np.asarray(coeffs)
   rows, cols = frames.shape[:2]
-  fig, ax = plt.subplots(figsize=(0.6 * cols + 0.5, 0.6 * rows + 0.8))
+  fig = Figure(figsize=(0.6 * cols + 0.5, 0.6 * rows + 0.8))
+  ax = fig.subplots()
   ax.imshow(_image_tiles(frames), cmap="gray", vmin=0, vmax=1)
   centre = int(np.argmin(np.abs(coeffs)))
   for row in range(rows):
@@ -93,7 +97,7 @@ def plot_operator_paths(path, frames, coeffs, title=""):
   return save_figure(fig, path)
 
 
-def plot_rotation_fidelity(path, coeffs, angles, spans, kept):
+def plot_rotation_fidelity(path, coeffs, angles, spans, kept) -> Figure:
   """Angle of the best-matching rotated start frame along each operator path.
 
   Args:
@@ -106,10 +110,11 @@ def plot_rotation_fidelity(path, coeffs, angles, spans, kept):
       others (frames that are no longer the rotated digit) dotted.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   angles, kept = np.asarray(angles), np.asarray(kept, bool)
-  fig, ax = plt.subplots(figsize=(PANEL + 1.5, PANEL))
+  fig = Figure(figsize=(PANEL + 1.5, PANEL))
+  ax = fig.subplots()
   for k, (row, span) in enumerate(zip(angles, spans, strict=True)):
     (line,) = ax.plot(coeffs, row, ":", alpha=0.5)
     ax.plot(
@@ -128,7 +133,7 @@ def plot_rotation_fidelity(path, coeffs, angles, spans, kept):
   return save_figure(fig, path)
 
 
-def plot_image_rows(path, rows):
+def plot_image_rows(path, rows) -> Figure:
   """One row of 28 x 28 images per entry, titled on the left.
 
   Args:
@@ -136,11 +141,10 @@ def plot_image_rows(path, rows):
     rows: ``[(title, images [K, 784])]``, the same ``K`` for every row.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
-  fig, axes = plt.subplots(
-    len(rows), 1, figsize=(1.0 * len(rows[0][1]) + 1.2, 1.1 * len(rows)), squeeze=False
-  )
+  fig = Figure(figsize=(1.0 * len(rows[0][1]) + 1.2, 1.1 * len(rows)))
+  axes = fig.subplots(len(rows), 1, squeeze=False)
   for ax, (title, images) in zip(axes[:, 0], rows, strict=True):
     ax.imshow(_image_tiles(np.asarray(images)[None]), cmap="gray", vmin=0, vmax=1)
     ax.set_xticks([])

@@ -1,8 +1,10 @@
 """Figures of a trained model, written as PNG files (spec section 5).
 
-Every function takes arrays (NumPy or JAX) and an output path, writes one PNG,
-closes the figure and returns the path. The Agg backend is selected at import,
-so no display is needed.
+Every function takes arrays (NumPy or JAX) and an output path, writes one PNG
+and returns the :class:`matplotlib.figure.Figure`. Figures are built with
+matplotlib's object API (``Figure()``, ``fig.savefig``), which needs no
+backend and leaves pyplot alone: no display is needed, the caller's backend
+is never changed and no figure is left open in pyplot.
 """
 
 from __future__ import annotations
@@ -10,13 +12,10 @@ from __future__ import annotations
 import pathlib
 
 import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from vaells_jax.data.files import atomic_write  # noqa: E402
+from vaells_jax.data.files import atomic_write
 
 __all__ = [
   "save_figure",
@@ -35,18 +34,20 @@ DPI = 110
 PANEL = 4.2  # inches per panel side
 
 
-def save_figure(fig, path) -> pathlib.Path:
-  """Writes ``fig`` to ``path`` atomically (creating parent folders), closes it."""
+def _tab10(count: int) -> np.ndarray:
+  """``count`` RGBA colours ``[count, 4]``, cycling through ``tab10``."""
+  return matplotlib.colormaps["tab10"](np.arange(count) % 10)
+
+
+def save_figure(fig: Figure, path) -> Figure:
+  """Writes ``fig`` to ``path`` atomically (creating parent folders); returns it."""
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
-  try:
-    with atomic_write(path) as f:  # a killed run leaves no half a figure
-      fig.savefig(
-        f, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight"
-      )
-  finally:
-    plt.close(fig)
-  return path
+  with atomic_write(path) as f:  # a killed run leaves no half a figure
+    fig.savefig(
+      f, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight"
+    )
+  return fig
 
 
 def _encodings(ax, latents, size=6, colour="0.7") -> None:
@@ -87,7 +88,7 @@ def _coloured_scatter(fig, ax, points, colour, colour_label) -> None:
   """Scatter of ``points [N, >=2]``: discrete legend or continuous colour bar."""
   colour = np.asarray(colour).reshape(-1)
   if _is_discrete(colour):
-    cmap = plt.get_cmap("tab10")
+    cmap = matplotlib.colormaps["tab10"]
     for k in np.unique(colour):
       sel = colour == k
       ax.scatter(
@@ -108,7 +109,7 @@ def _coloured_scatter(fig, ax, points, colour, colour_label) -> None:
 
 def plot_latent_embedding(
   path, latents, colour, anchors_latent=None, title="", colour_label=""
-):
+) -> Figure:
   """Latent codes coloured by class (integer ``colour``) or by a real value.
 
   Args:
@@ -122,10 +123,11 @@ def plot_latent_embedding(
     colour_label: legend prefix or colour-bar label.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   latents = np.asarray(latents)
-  fig, ax = plt.subplots(figsize=(PANEL + 1, PANEL))
+  fig = Figure(figsize=(PANEL + 1, PANEL))
+  ax = fig.subplots()
   _coloured_scatter(fig, ax, latents, colour, colour_label)
   if anchors_latent is not None:
     _anchors(ax, anchors_latent)
@@ -133,7 +135,9 @@ def plot_latent_embedding(
   return save_figure(fig, path)
 
 
-def plot_ground_truth(path, pos, colour, title="ground truth", colour_label=""):
+def plot_ground_truth(
+  path, pos, colour, title="ground truth", colour_label=""
+) -> Figure:
   """The ground-truth 2-D latent structure, coloured by class or position.
 
   Args:
@@ -144,10 +148,11 @@ def plot_ground_truth(path, pos, colour, title="ground truth", colour_label=""):
     colour_label: legend prefix or colour-bar label.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   pos = np.asarray(pos)
-  fig, ax = plt.subplots(figsize=(PANEL + 1, PANEL))
+  fig = Figure(figsize=(PANEL + 1, PANEL))
+  ax = fig.subplots()
   _coloured_scatter(fig, ax, pos, colour, colour_label)
   ax.set(title=title, xlabel="p[0]", ylabel="p[1]", aspect="equal")
   return save_figure(fig, path)
@@ -171,7 +176,7 @@ def _orbit_limits(latents, orbits, max_zoom_out=0.5):
   return mid - half, mid + half
 
 
-def plot_orbits(path, latents, orbits, magnitudes=None, title=None):
+def plot_orbits(path, latents, orbits, magnitudes=None, title=None) -> Figure:
   """The orbit of each transport operator from several start points.
 
   Each orbit is a coloured line with a dot at its first point. The view is
@@ -188,12 +193,13 @@ def plot_orbits(path, latents, orbits, magnitudes=None, title=None):
     title: optional panel title instead of the operator's.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   orbits = np.asarray(orbits)
   num_ops, num_starts = orbits.shape[:2]
-  fig, axes = plt.subplots(1, num_ops, figsize=(PANEL * num_ops, PANEL), squeeze=False)
-  colours = plt.get_cmap("tab10")(np.arange(num_starts) % 10)
+  fig = Figure(figsize=(PANEL * num_ops, PANEL))
+  axes = fig.subplots(1, num_ops, squeeze=False)
+  colours = _tab10(num_starts)
   lo, hi = _orbit_limits(latents, orbits)
   for m, ax in enumerate(axes[0]):
     _encodings(ax, latents)
@@ -212,7 +218,7 @@ def plot_orbits(path, latents, orbits, magnitudes=None, title=None):
 
 def plot_prior_samples(
   path, latents, samples, anchors_latent, title="prior samples from each anchor"
-):
+) -> Figure:
   """Samples from the prior around each anchor, one colour per anchor.
 
   Args:
@@ -223,12 +229,13 @@ def plot_prior_samples(
     title: the panel's title.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   samples = np.asarray(samples)
-  fig, ax = plt.subplots(figsize=(PANEL, PANEL))
+  fig = Figure(figsize=(PANEL, PANEL))
+  ax = fig.subplots()
   _encodings(ax, latents)
-  colours = plt.get_cmap("tab10")(np.arange(samples.shape[0]) % 10)
+  colours = _tab10(samples.shape[0])
   for k in range(samples.shape[0]):
     ax.scatter(
       samples[k, :, 0], samples[k, :, 1], s=8, color=colours[k], linewidths=0, zorder=3
@@ -240,7 +247,7 @@ def plot_prior_samples(
 
 def plot_paths(
   path, latents, paths, title="transport paths (solid) vs straight lines (dashed)"
-):
+) -> Figure:
   """Inferred transport paths next to the straight line between their ends.
 
   Args:
@@ -251,12 +258,13 @@ def plot_paths(
     title: the panel's title.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   paths = np.asarray(paths)
-  fig, ax = plt.subplots(figsize=(PANEL, PANEL))
+  fig = Figure(figsize=(PANEL, PANEL))
+  ax = fig.subplots()
   _encodings(ax, latents)
-  colours = plt.get_cmap("tab10")(np.arange(paths.shape[0]) % 10)
+  colours = _tab10(paths.shape[0])
   for p, colour in zip(paths, colours, strict=True):
     ax.plot(p[:, 0], p[:, 1], "-", lw=2, color=colour, zorder=3)
     ax.plot(p[[0, -1], 0], p[[0, -1], 1], "--", lw=1, color=colour, zorder=2)
@@ -268,7 +276,7 @@ def plot_paths(
 
 def plot_posterior_contour(
   path, grid_x, grid_y, data_term, coeff_term, total, center, latents
-):
+) -> Figure:
   """Contours of the variational posterior's terms (paper appendix C).
 
   Args:
@@ -282,7 +290,7 @@ def plot_posterior_contour(
     latents: ``[N, 2]`` encodings (black dots).
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   panels = (
     ("data fidelity", data_term),
@@ -291,9 +299,8 @@ def plot_posterior_contour(
   )
   latents, center = np.asarray(latents), np.asarray(center)
   grid_x, grid_y = np.asarray(grid_x), np.asarray(grid_y)
-  fig, axes = plt.subplots(
-    1, 3, figsize=(3 * (PANEL + 0.8), PANEL), layout="constrained"
-  )
+  fig = Figure(figsize=(3 * (PANEL + 0.8), PANEL), layout="constrained")
+  axes = fig.subplots(1, 3)
   for ax, (title, values) in zip(axes, panels, strict=True):
     cs = ax.contourf(grid_x, grid_y, np.asarray(values), levels=20, cmap="viridis")
     fig.colorbar(cs, ax=ax, shrink=0.8)
@@ -308,7 +315,7 @@ def plot_posterior_contour(
   return save_figure(fig, path)
 
 
-def plot_operator_magnitudes(path, magnitudes):
+def plot_operator_magnitudes(path, magnitudes) -> Figure:
   """Bar chart of the Frobenius norms of the transport operators.
 
   Args:
@@ -316,10 +323,11 @@ def plot_operator_magnitudes(path, magnitudes):
     magnitudes: ``[M]`` Frobenius norms ``|Psi_m|_F``.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   magnitudes = np.asarray(magnitudes).reshape(-1)
-  fig, ax = plt.subplots(figsize=(max(3.0, 0.5 * magnitudes.size + 2), 3.2))
+  fig = Figure(figsize=(max(3.0, 0.5 * magnitudes.size + 2), 3.2))
+  ax = fig.subplots()
   ax.bar(np.arange(magnitudes.size), magnitudes, color="tab:blue")
   ax.set(
     title="operator magnitudes",
@@ -330,7 +338,7 @@ def plot_operator_magnitudes(path, magnitudes):
   return save_figure(fig, path)
 
 
-def plot_panels(path, panels, colour_label=""):
+def plot_panels(path, panels, colour_label="") -> Figure:
   """Point sets side by side, e.g. each model's latent codes (paper figs 2, 4).
 
   Args:
@@ -340,11 +348,10 @@ def plot_panels(path, panels, colour_label=""):
     colour_label: legend prefix or colour-bar label.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
-  fig, axes = plt.subplots(
-    1, len(panels), figsize=((PANEL + 1.2) * len(panels), PANEL), squeeze=False
-  )
+  fig = Figure(figsize=((PANEL + 1.2) * len(panels), PANEL))
+  axes = fig.subplots(1, len(panels), squeeze=False)
   for ax, (title, points, colour) in zip(axes[0], panels, strict=True):
     _coloured_scatter(fig, ax, np.asarray(points), colour, colour_label)
     ax.set(title=title, aspect="equal")
@@ -352,7 +359,7 @@ def plot_panels(path, panels, colour_label=""):
   return save_figure(fig, path)
 
 
-def plot_samples_on_manifold(path, manifold, panels):
+def plot_samples_on_manifold(path, manifold, panels) -> Figure:
   """Points (e.g. decoded prior samples) over the true manifold, one panel each.
 
   Args:
@@ -362,14 +369,13 @@ def plot_samples_on_manifold(path, manifold, panels):
     panels: ``[(title, points [P, 2])]`` in the same coordinates.
 
   Returns:
-    The path written, a ``pathlib.Path``.
+    The figure, written to ``path``.
   """
   manifold = np.asarray(manifold)
   lo, hi = manifold.min(axis=0), manifold.max(axis=0)
   pad = 0.5 * (hi - lo)
-  fig, axes = plt.subplots(
-    1, len(panels), figsize=(PANEL * len(panels), PANEL), squeeze=False
-  )
+  fig = Figure(figsize=(PANEL * len(panels), PANEL))
+  axes = fig.subplots(1, len(panels), squeeze=False)
   for ax, (title, points) in zip(axes[0], panels, strict=True):
     points = np.asarray(points)
     ax.scatter(manifold[:, 0], manifold[:, 1], s=2, c="0.6", linewidths=0, zorder=1)

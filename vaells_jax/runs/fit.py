@@ -6,18 +6,25 @@ import dataclasses
 import json
 import math
 import numbers
+import os
 import pathlib
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from vaells_jax.config import Config
 from vaells_jax.data.anchors import spread_anchors
 from vaells_jax.data.conditioning import InputMap
 from vaells_jax.data.dataset import Dataset
 from vaells_jax.data.files import atomic_write_text
+
+if TYPE_CHECKING:  # the api imports jax, which fit imports when it is called
+  from vaells_jax.api import TrainedBaseline, TrainedVAELLS
 
 __all__ = [
   "FIT_CONFIG",
@@ -70,7 +77,7 @@ FIT_RETRY_CHANGES = {
 _RANK = {"learned": 2, "uncertain": 1, "not learned": 0}
 
 
-def _check_labels(labels, num_points):
+def _check_labels(labels: ArrayLike | None, num_points: int) -> np.ndarray:
   if labels is None:
     return np.zeros(num_points, np.int64)
   labels = np.asarray(labels)
@@ -94,7 +101,9 @@ def _check_labels(labels, num_points):
   return labels.astype(np.int64)
 
 
-def _random_anchors(x, labels, per_class, rng):
+def _random_anchors(
+  x: np.ndarray, labels: np.ndarray, per_class: int, rng: np.random.Generator
+) -> np.ndarray:
   """``per_class`` random points of each class, as the paper does: ``[C, A, D]``."""
   chosen = []
   for c in range(labels.max() + 1):
@@ -108,7 +117,7 @@ def _random_anchors(x, labels, per_class, rng):
   return np.stack(chosen)
 
 
-def _check_anchors(anchors, num_classes, dim):
+def _check_anchors(anchors: ArrayLike, num_classes: int, dim: int) -> np.ndarray:
   anchors = np.asarray(anchors, np.float64)
   if anchors.ndim == 2:
     anchors = anchors[None]
@@ -123,22 +132,23 @@ def _check_anchors(anchors, num_classes, dim):
 
 
 def fit(
-  x,
-  labels=None,
-  anchors=None,
+  x: ArrayLike,
+  labels: ArrayLike | None = None,
+  anchors: ArrayLike | None = None,
   *,
   config: Config | None = None,
-  anchors_per_class=3,
-  anchor_choice="spread",
-  test_fraction=0.2,
-  workdir=None,
-  log=print,
-  resume=False,
-  overwrite=False,
-  tries=None,
-  time_budget_s=None,
-  retry_changes=None,
-):
+  anchors_per_class: int = 3,
+  anchor_choice: str = "spread",
+  test_fraction: float = 0.2,
+  workdir: str | os.PathLike[str] | None = None,
+  log: Callable[[str], object] = print,
+  resume: bool = False,
+  overwrite: bool = False,
+  tries: int | None = None,
+  time_budget_s: float | None = None,
+  retry_changes: Mapping[str, Any] | None = None,
+  evaluate: bool = True,
+) -> TrainedVAELLS | TrainedBaseline:
   """Trains VAELLS on ``x`` and returns the trained model (as ``load`` does).
 
   A seeded ``test_fraction`` of the points is held out for the metrics. The
@@ -193,6 +203,11 @@ def fit(
       config, none with a config you give).
     time_budget_s: no further try starts once the time spent plus the
       longest try so far would exceed this many seconds (None: no limit).
+    evaluate: False: skip the evaluation (metrics, figures, ``summary.md``,
+      the test set's log-likelihood). The verdict is computed from training
+      signals and is there either way; ``summary.json`` then says
+      ``"evaluated": false``, and :func:`vaells_jax.runs.runner.evaluate_run`
+      adds the evaluation later.
 
   Returns:
     The :class:`~vaells_jax.api.TrainedVAELLS` (a
@@ -206,11 +221,47 @@ def fit(
       checkpoint or one of another configuration.
     vaells_jax.runs.runner.TrainingDiverged: when the loss stays non-finite.
   """
-  from vaells_jax.api import TRIES_NAME
+  from vaells_jax.runs import runner  # imports jax
   from vaells_jax.runs.cache import compilation_cache
-  from vaells_jax.runs.runner import evaluate_run, train_and_evaluate  # imports jax
 
   compilation_cache()
+  plan = _plan_tries(config, tries, retry_changes, workdir, resume, overwrite)
+  data = user_dataset(
+    x,
+    labels,
+    anchors,
+    seed=plan.config.seed,
+    anchors_per_class=anchors_per_class,
+    anchor_choice=anchor_choice,
+    test_fraction=test_fraction,
+    batch_size=plan.config.batch_size,
+  )
+  _check_tries(plan.tries, time_budget_s)
+  input_map = InputMap.of(data.x_train)
+  folder = pathlib.Path(workdir or tempfile.mkdtemp(prefix="vaells_"))
+  record, kept, trained = _train_tries(
+    plan, data, input_map, folder, log, time_budget_s
+  )
+  if evaluate:
+    runner.evaluate_run(trained, folder / f"try{kept}" if kept else folder, log)
+  if len(record) > 1:
+    _write_tries(folder, record, kept, log)
+  return trained
+
+
+class _Tries(NamedTuple):
+  """What :func:`fit`'s tries train: the configs, how many, and how."""
+
+  config: Config
+  retry_config: Config
+  retry_changes: Mapping[str, Any]
+  tries: int
+  resume: bool
+  overwrite: bool
+
+
+def _plan_tries(config, tries, retry_changes, workdir, resume, overwrite) -> _Tries:
+  """:func:`fit`'s defaults filled in and its settings checked."""
   if tries is None:
     tries = FIT_TRIES if config is None else 1
   if retry_changes is None:
@@ -224,81 +275,110 @@ def fit(
   retry_config = dataclasses.replace(config, **retry_changes)
   if workdir is not None and not str(workdir).strip():
     raise ValueError("workdir is an empty string; give a folder, or None.")
-  data = user_dataset(
-    x,
-    labels,
-    anchors,
-    seed=config.seed,
-    anchors_per_class=anchors_per_class,
-    anchor_choice=anchor_choice,
-    test_fraction=test_fraction,
-    batch_size=config.batch_size,
-  )
+  return _Tries(config, retry_config, retry_changes, tries, resume, overwrite)
+
+
+def _check_tries(tries, time_budget_s) -> None:
   if not isinstance(tries, numbers.Integral) or isinstance(tries, bool) or tries < 1:
     raise ValueError(f"tries must be an integer >= 1, got {tries!r}.")
   if time_budget_s is not None and not (
-    isinstance(time_budget_s, numbers.Real) and time_budget_s > 0
+    isinstance(time_budget_s, numbers.Real) and float(time_budget_s) > 0
   ):
     raise ValueError(f"time_budget_s must be > 0 or None, got {time_budget_s!r}.")
-  input_map = InputMap.of(data.x_train)
-  workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="vaells_"))
-  start, longest, record, best = time.perf_counter(), 0.0, [], None
-  for k in range(tries):
+
+
+def _train_tries(plan: _Tries, data, input_map, workdir, log, time_budget_s):
+  """Trains tries until one is ``learned``, ``plan.tries`` are done or the
+  time budget would run out: ``(record, kept, trained)``, a row per try,
+  the index of the best (by verdict, then ``latent_coverage``) and its model."""
+  start, longest = time.perf_counter(), 0.0
+  record: list[dict[str, Any]] = []
+  best: tuple[tuple[int, float], int, Any] | None = None
+  for k in range(plan.tries):
     began = time.perf_counter()
-    folder = workdir / f"try{k}" if k else workdir
-    trained, _ = train_and_evaluate(
-      dataclasses.replace(
-        _config_of_try(k, record, config, retry_config), seed=config.seed + k
-      ),
-      input_map.model_data(data),
-      folder,
-      log,
-      resume=resume,
-      overwrite=overwrite,
-      input_map=input_map,
-      evaluate=False,
-    )
-    if k == 0 and not resume:  # tries of a run this one replaced
-      (workdir / TRIES_NAME).unlink(missing_ok=True)
-      for old in workdir.glob("try[0-9]*"):
-        shutil.rmtree(old, ignore_errors=True)
-    said = trained.verdict["verdict"] if trained.verdict else None
-    signals = trained.verdict["signals"] if said else {}
-    coverage = signals.get("latent_coverage", 0.0)
-    rank = (_RANK.get(said, 0), coverage)
-    record.append(
-      {
-        "folder": folder.name if k else ".",
-        "verdict": said,
-        "latent_coverage": coverage,
-        "sample_noise_levels": signals.get("sample_noise_levels"),
-      }
-    )
+    trained = _train_try(k, plan, record, data, input_map, workdir, log)
+    rank, row = _rank_try(trained, f"try{k}" if k else ".")
+    record.append(row)
     if best is None or rank > best[0]:
       best = (rank, k, trained)
     longest = max(longest, time.perf_counter() - began)
     spent = time.perf_counter() - start
-    if said in (None, "learned") or k + 1 == tries:
+    if not _another_try(k, plan, record, spent + longest, time_budget_s, log):
       break
-    if time_budget_s is not None and spent + longest > time_budget_s:
-      log(f"verdict {said}; no further try within time_budget_s={time_budget_s}")
-      break
-    changes = ", ".join(f"{f}={v}" for f, v in retry_changes.items())
-    retrying = _config_of_try(k + 1, record, config, retry_config) is retry_config
-    log(
-      f"verdict {said}: try {k + 2} of {tries}, a fresh population in try{k + 1}/"
-      + (f" ({changes})" if changes and retrying else "")
-    )
+  assert best is not None  # plan.tries >= 1
   _, kept, trained = best
-  evaluate_run(trained, workdir / f"try{kept}" if kept else workdir, log)
-  if len(record) > 1:
-    atomic_write_text(
-      workdir / TRIES_NAME,
-      json.dumps({"kept": record[kept]["folder"], "tries": record}, indent=2),
-    )
-    log(f"kept try {kept + 1} of {len(record)} ({record[kept]['verdict']})")
-    _note_tries(workdir, record, kept)
+  return record, kept, trained
+
+
+def _train_try(k, plan: _Tries, record, data, input_map, workdir, log):
+  """Trains try ``k`` (in ``workdir``, later ones in ``workdir/try<k>``),
+  unevaluated; the first try of a fresh run removes the old run's tries."""
+  from vaells_jax.api import TRIES_NAME
+  from vaells_jax.runs import runner
+
+  config = _config_of_try(k, record, plan.config, plan.retry_config)
+  trained, _ = runner.train_and_evaluate(
+    dataclasses.replace(config, seed=plan.config.seed + k),
+    input_map.model_data(data),
+    workdir / f"try{k}" if k else workdir,
+    log,
+    resume=plan.resume,
+    overwrite=plan.overwrite,
+    input_map=input_map,
+    evaluate=False,
+  )
+  if k == 0 and not plan.resume:  # tries of a run this one replaced
+    (workdir / TRIES_NAME).unlink(missing_ok=True)
+    for old in workdir.glob("try[0-9]*"):
+      shutil.rmtree(old, ignore_errors=True)
   return trained
+
+
+def _rank_try(trained, folder: str) -> tuple[tuple[int, float], dict]:
+  """A try's rank (verdict, then ``latent_coverage``) and its ``tries.json`` row."""
+  said = trained.verdict["verdict"] if trained.verdict else None
+  signals = trained.verdict["signals"] if said else {}
+  coverage = signals.get("latent_coverage", 0.0)
+  row = {
+    "folder": folder,
+    "verdict": said,
+    "latent_coverage": coverage,
+    "sample_noise_levels": signals.get("sample_noise_levels"),
+  }
+  return (_RANK.get(said or "", 0), coverage), row
+
+
+def _another_try(k, plan: _Tries, record, expected_s, time_budget_s, log) -> bool:
+  """Whether try ``k + 1`` trains (said in ``log``): not after a ``learned``
+  verdict (or none), the last try, or where the time spent plus the longest
+  try so far (``expected_s``) would exceed ``time_budget_s``."""
+  said = record[-1]["verdict"]
+  if said in (None, "learned") or k + 1 == plan.tries:
+    return False
+  if time_budget_s is not None and expected_s > time_budget_s:
+    log(f"verdict {said}; no further try within time_budget_s={time_budget_s}")
+    return False
+  changes = ", ".join(f"{f}={v}" for f, v in plan.retry_changes.items())
+  config = _config_of_try(k + 1, record, plan.config, plan.retry_config)
+  retrying = config is plan.retry_config
+  log(
+    f"verdict {said}: try {k + 2} of {plan.tries}, a fresh population in "
+    f"try{k + 1}/" + (f" ({changes})" if changes and retrying else "")
+  )
+  return True
+
+
+def _write_tries(workdir, record, kept, log) -> None:
+  """``tries.json`` naming the kept try for ``load``, and the tries atop
+  ``summary.md``."""
+  from vaells_jax.api import TRIES_NAME
+
+  atomic_write_text(
+    workdir / TRIES_NAME,
+    json.dumps({"kept": record[kept]["folder"], "tries": record}, indent=2),
+  )
+  log(f"kept try {kept + 1} of {len(record)} ({record[kept]['verdict']})")
+  _note_tries(workdir, record, kept)
 
 
 def _config_of_try(k, record, config, retry_config):
@@ -328,15 +408,15 @@ def _note_tries(workdir, record, kept) -> None:
 
 
 def user_dataset(
-  x,
-  labels=None,
-  anchors=None,
+  x: ArrayLike,
+  labels: ArrayLike | None = None,
+  anchors: ArrayLike | None = None,
   *,
-  seed=0,
-  anchors_per_class=3,
-  anchor_choice="spread",
-  test_fraction=0.2,
-  batch_size=1,
+  seed: int = 0,
+  anchors_per_class: int = 3,
+  anchor_choice: str = "spread",
+  test_fraction: float = 0.2,
+  batch_size: int = 1,
 ) -> Dataset:
   """A user's arrays as the data set :func:`fit` trains on (split by ``seed``).
 
@@ -348,6 +428,45 @@ def user_dataset(
   Raises:
     ValueError: as :func:`fit`.
   """
+  points = _check_x(x)
+  classes = _check_labels(labels, points.shape[0])
+  _check_choices(test_fraction, anchors_per_class, anchor_choice, seed)
+  rng = np.random.default_rng(seed)
+  order = rng.permutation(points.shape[0])
+  num_test = max(2, math.ceil(test_fraction * points.shape[0]))
+  test, train = order[:num_test], order[num_test:]
+  if len(train) < batch_size:
+    raise ValueError(
+      f"{len(train)} training points (after holding out "
+      f"{num_test}) are fewer than config.batch_size="
+      f"{batch_size}."
+    )
+  num_classes = int(classes.max()) + 1
+  if anchors is None and anchor_choice == "spread":
+    anchors = spread_anchors(points[train], classes[train], anchors_per_class)
+  elif anchors is None:
+    anchors = _random_anchors(points[train], classes[train], anchors_per_class, rng)
+  return Dataset(
+    x_train=points[train],
+    labels_train=classes[train],
+    pos_train=None,
+    t_train=None,
+    x_test=points[test],
+    labels_test=classes[test],
+    pos_test=None,
+    t_test=None,
+    anchors=_check_anchors(anchors, num_classes, points.shape[1]),
+    anchor_pos=None,
+    mapping=None,
+    noise_std=float("nan"),
+    manifold=None,
+    manifold_labels=None,
+    name="user",
+  )
+
+
+def _check_x(x: ArrayLike) -> np.ndarray:
+  """``x`` as float64 ``[N, D]``, else a ValueError naming what is wrong."""
   x = np.asarray(x)
   if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
     raise ValueError(
@@ -360,7 +479,12 @@ def user_dataset(
     raise ValueError(f"{empty}x must be [N, D] with N, D >= 1, got shape {x.shape}.")
   if not np.all(np.isfinite(x)):
     raise ValueError("x contains non-finite values.")
-  labels = _check_labels(labels, x.shape[0])
+  return x
+
+
+def _check_choices(
+  test_fraction: float, anchors_per_class: int, anchor_choice: str, seed: int
+) -> None:
   if not (isinstance(test_fraction, numbers.Real) and 0 < float(test_fraction) < 1):
     raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}.")
   if (
@@ -375,38 +499,5 @@ def user_dataset(
     raise ValueError(
       f"anchor_choice must be one of {ANCHOR_CHOICES}, got {anchor_choice!r}."
     )
-  if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:
+  if not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < 2**63:
     raise ValueError(f"seed must be an integer >= 0, got {seed!r}.")
-  rng = np.random.default_rng(seed)
-  order = rng.permutation(x.shape[0])
-  num_test = max(2, math.ceil(test_fraction * x.shape[0]))
-  test, train = order[:num_test], order[num_test:]
-  if len(train) < batch_size:
-    raise ValueError(
-      f"{len(train)} training points (after holding out "
-      f"{num_test}) are fewer than config.batch_size="
-      f"{batch_size}."
-    )
-  num_classes = int(labels.max()) + 1
-  if anchors is None and anchor_choice == "spread":
-    anchors = spread_anchors(x[train], labels[train], anchors_per_class)
-  elif anchors is None:
-    anchors = _random_anchors(x[train], labels[train], anchors_per_class, rng)
-  anchors = _check_anchors(anchors, num_classes, x.shape[1])
-  return Dataset(
-    x_train=x[train],
-    labels_train=labels[train],
-    pos_train=None,
-    t_train=None,
-    x_test=x[test],
-    labels_test=labels[test],
-    pos_test=None,
-    t_test=None,
-    anchors=anchors,
-    anchor_pos=None,
-    mapping=None,
-    noise_std=float("nan"),
-    manifold=None,
-    manifold_labels=None,
-    name="user",
-  )
