@@ -104,13 +104,13 @@ def train_run(
   log=print,
   resume: bool = False,
   progress=None,
-  checked: bool = False,
+  already_checked: bool = False,
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train_loop`), or a
   population of VAELLS members and its best (``config.population > 1``,
   :func:`vaells_jax.training.population.train_population`), then polishes
   the decoder (``config.decoder_polish_steps``,
-  :mod:`vaells_jax.training.polish`). ``checked``: a :class:`RunPlan` has
+  :mod:`vaells_jax.training.polish`). ``already_checked``: a :class:`RunPlan` has
   checked the data, workdir and checkpoints."""
   if config.population > 1:
     state, info = population.train_population(
@@ -120,10 +120,12 @@ def train_run(
       log=log,
       resume=resume,
       progress=progress,
-      checked=checked,
+      already_checked=already_checked,
     )
   else:
-    state, info = _train_single(config, data, workdir, log, resume, progress, checked)
+    state, info = _train_single(
+      config, data, workdir, log, resume, progress, already_checked
+    )
   if config.decoder_polish_steps and int(state.step) == config.num_steps:
     params, polished = polish_decoder(config, state.params, data.x_train)
     state = state.replace(params=params, step=state.step + polished["steps"])
@@ -142,7 +144,7 @@ def train_run(
   return state, info
 
 
-def _train_single(config, data, workdir, log, resume, progress, checked):
+def _train_single(config, data, workdir, log, resume, progress, already_checked):
   entry = MODELS[config.model]
   return loop.train_loop(
     config,
@@ -155,7 +157,7 @@ def _train_single(config, data, workdir, log, resume, progress, checked):
     progress=progress,
     describe=entry.describe,
     diagnose=entry.diagnose,
-    checked=checked,
+    already_checked=already_checked,
   )
 
 
@@ -394,7 +396,12 @@ def _train_along(plan: RunPlan):
   the outputs and the evaluation. Returns ``(trained model, info)``."""
   config, data = plan.config, plan.data
   state, info = train_run(
-    config, data, plan.workdir, log=lambda line: None, resume=plan.resume, checked=True
+    config,
+    data,
+    plan.workdir,
+    log=lambda line: None,
+    resume=plan.resume,
+    already_checked=True,
   )
   entry = MODELS[config.model]
   return entry.trained(config, state, data), {"model": config.model, **info}
@@ -416,7 +423,13 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
   else:
     (workdir / INPUT_MAP_NAME).unlink(missing_ok=True)
   state, info = train_run(
-    config, data, workdir, log, resume=plan.resume, progress=progress, checked=True
+    config,
+    data,
+    workdir,
+    log,
+    resume=plan.resume,
+    progress=progress,
+    already_checked=True,
   )
   entry = MODELS[config.model]
   summary = {

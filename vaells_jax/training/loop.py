@@ -179,7 +179,7 @@ def train_loop(
   progress: Callable[[int, int], None] | None = None,
   describe: Callable[[dict], str] = describe_metrics,
   diagnose: Callable[[Any, Config], str] = likely_cause,
-  checked: bool = False,
+  already_checked: bool = False,
 ):
   """Trains, logging to ``workdir/metrics.jsonl`` and checkpointing.
 
@@ -206,7 +206,7 @@ def train_loop(
   progress bar). ``describe(metrics)`` writes a line's metrics and
   ``diagnose(state, config)`` names the likely cause of a diverged run (a
   model's own come from its entry in :data:`vaells_jax.api.MODELS`).
-  ``checked=True``: the caller has checked the data and the workdir and
+  ``already_checked=True``: the caller has checked the data and the workdir and
   verified the checkpoint this resumes from
   (:func:`vaells_jax.runs.runner.plan_run`); they are not checked again.
 
@@ -232,14 +232,14 @@ def train_loop(
       thread): the step under way is finished and checkpointed first, so
       ``resume=True`` continues from it.
   """
-  if not checked:
+  if not already_checked:
     check_data(config, data)
   workdir = pathlib.Path(workdir)
   main = is_main()  # across processes, process 0 alone touches the workdir
   log = log if main else _quiet
   identity = run_identity(config, data)
   state, found = _initial_state(
-    config, data, workdir, init, identity, resume, checked, main, log
+    config, data, workdir, init, identity, resume, already_checked, main, log
   )
   first_step = int(state.step)
   metrics_path = workdir / METRICS_NAME if main else pathlib.Path(os.devnull)
@@ -310,11 +310,13 @@ def train_loop(
   }
 
 
-def _initial_state(config, data, workdir, init, identity, resume, checked, main, log):
+def _initial_state(
+  config, data, workdir, init, identity, resume, already_checked, main, log
+):
   """The state to train from, restored from the workdir's latest checkpoint
   where it has one, and whether it had: ``(state, found)``."""
   found = saved_steps(workdir) if main else []
-  if found and not resume and not checked:
+  if found and not resume and not already_checked:
     raise ValueError(
       f"{workdir} already holds checkpoints (steps "
       f"{found}); resume that run or use an empty "
@@ -329,7 +331,7 @@ def _initial_state(config, data, workdir, init, identity, resume, checked, main,
       workdir,
       checkpointable(state),
       identity=identity,
-      verify=not checked,
+      verify=not already_checked,
     )
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:

@@ -517,7 +517,7 @@ def train_population(
   log=print,
   resume=False,
   progress=None,
-  checked=False,
+  already_checked=False,
 ):
   """Trains a population, keeps the best member and trains it to the end.
 
@@ -527,7 +527,7 @@ def train_population(
   its presence marks phase 1 done). Phase 2 trains the selected member from
   there to ``config.num_steps`` in ``workdir`` as a single run would (same
   batches and keys), so ``vaells_jax.load(workdir)`` returns it. Both phases
-  resume from their checkpoints. ``checked``: as :func:`loop.train_loop`'s.
+  resume from their checkpoints. ``already_checked``: as :func:`loop.train_loop`'s.
 
   Returns:
     ``(state of the selected member, info)`` as :func:`loop.train_loop`, with
@@ -559,7 +559,7 @@ def train_population(
       progress=progress,
       describe=describe_members,
       diagnose=diagnose_vaells,
-      checked=checked,
+      already_checked=already_checked,
     )
     with deferred_signals() as received:  # the selection is not cut half way
       signals = selection_signals(pop_state, config, data, pop_step)
@@ -581,7 +581,7 @@ def train_population(
 
   def selected(key, cfg, dat):
     start = init_population(key, pop_config, dat)
-    pop = restore_checkpoint(pop_dir, start, step=k, verify=not checked)
+    pop = restore_checkpoint(pop_dir, start, step=k, verify=not already_checked)
     return member(pop, selection["selected_member"])
 
   state, info = loop.train_loop(
@@ -595,7 +595,7 @@ def train_population(
     progress=progress,
     describe=describe_vaells,
     diagnose=diagnose_vaells,
-    checked=checked,
+    already_checked=already_checked,
   )
   info = {
     **info,
