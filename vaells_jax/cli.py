@@ -482,9 +482,9 @@ def _cores_for_members(population: int) -> None:
   """Gives a population's members this machine's cores: XLA runs a program's
   loops on one core, so ``XLA_FLAGS`` gets one CPU device per core (as many as
   divide the population), over which the population step splits its members
-  (``vaells_jax.training.population.member_devices``). An ``XLA_FLAGS`` that
+  (``vaells_jax.training.placement.member_devices``). An ``XLA_FLAGS`` that
   sets the device count is left as it is. Called before jax starts."""
-  from vaells_jax.training.population import core_count  # imports jax, unstarted
+  from vaells_jax.training.placement import core_count  # imports jax, unstarted
 
   flags = os.environ.get("XLA_FLAGS", "")
   if population < 2 or "xla_force_host_platform_device_count" in flags:

@@ -26,7 +26,7 @@ from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import synthetic_report
 from vaells_jax.runs.verdict import verdict
 from vaells_jax.runs.workdir import WorkdirInUse, check_workdir, lock_workdir
-from vaells_jax.training import loop, population
+from vaells_jax.training import loop, placement, population_run
 from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   CheckpointError,
@@ -108,12 +108,12 @@ def train_run(
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train_loop`), or a
   population of VAELLS members and its best (``config.population > 1``,
-  :func:`vaells_jax.training.population.train_population`), then polishes
+  :func:`vaells_jax.training.population_run.train_population`), then polishes
   the decoder (``config.decoder_polish_steps``,
   :mod:`vaells_jax.training.polish`). ``already_checked``: a :class:`RunPlan` has
   checked the data, workdir and checkpoints."""
   if config.population > 1:
-    state, info = population.train_population(
+    state, info = population_run.train_population(
       config,
       data,
       workdir,
@@ -182,7 +182,7 @@ class RunPlan:
     found: the checkpoint steps of the run and of its population when
       checked; :func:`execute` checks again only if they changed.
     cores: why a population's members run on fewer devices than cores
-      (:func:`vaells_jax.training.population.claim_cores`), or None.
+      (:func:`vaells_jax.training.placement.claim_cores`), or None.
   """
 
   config: Config
@@ -197,7 +197,7 @@ class RunPlan:
 def _found(workdir: pathlib.Path) -> tuple:
   return (
     tuple(saved_steps(workdir)),
-    tuple(saved_steps(workdir / population.POPULATION_DIR)),
+    tuple(saved_steps(workdir / population_run.POPULATION_DIR)),
   )
 
 
@@ -227,7 +227,7 @@ def plan_run(
       change ``num_steps`` (to train longer), ``log_every`` and
       ``checkpoint_every``; nothing else.
   """
-  cores = population.claim_cores(config.population)
+  cores = placement.claim_cores(config.population)
   check_data(config, data)
   if not is_main():
     return RunPlan(
@@ -277,7 +277,7 @@ def plan_run(
     if steps:
       verify_checkpoint(workdir, (checkpoint_steps(workdir) or steps)[-1], identity)
     elif population_steps:
-      pop_dir = workdir / population.POPULATION_DIR
+      pop_dir = workdir / population_run.POPULATION_DIR
       last = (checkpoint_steps(pop_dir) or population_steps)[-1]
       verify_checkpoint(pop_dir, last, identity)
   elif (steps or population_steps) and not overwrite:
@@ -413,7 +413,7 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
   config, data, workdir = plan.config, plan.data, plan.workdir
   if plan.overwrite and not plan.resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
-    shutil.rmtree(workdir / population.POPULATION_DIR, ignore_errors=True)
+    shutil.rmtree(workdir / population_run.POPULATION_DIR, ignore_errors=True)
   atomic_write_text(
     workdir / CONFIG_NAME, json.dumps(dataclasses.asdict(config), indent=2)
   )

@@ -45,7 +45,7 @@ from vaells_jax.evaluation.synthetic_report import (
   operator_orbits,
 )
 from vaells_jax.runs.compare import _run_one
-from vaells_jax.training import loop, population
+from vaells_jax.training import loop, population, selection
 from vaells_jax.training.guards import check_data
 
 __all__ = [
@@ -78,7 +78,7 @@ CHECK_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)  # where every member's signals ar
 def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
   """One seed: the population to the end, every member's signals at each of
   :data:`CHECK_FRACTIONS` of the steps, then every member's ground truth."""
-  k = population.selection_step(config)
+  k = selection.selection_step(config)
   step = population.make_population_step(config, data.data_dim)
   quiet = dict(
     init=population.init_population,
@@ -93,7 +93,7 @@ def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
     state, _ = loop.train_loop(
       dataclasses.replace(config, num_steps=at), data, workdir, resume=True, **quiet
     )
-    signals_at[str(at)] = population.selection_signals(state, config, data, step)
+    signals_at[str(at)] = selection.selection_signals(state, config, data, step)
   signals = signals_at[str(k)]
   key = eval_keys(config.seed)[0]
   members = []
@@ -185,8 +185,8 @@ def summarise_study(studies: list[dict]) -> dict:
   for name in SELECT_SIGNALS:
     if not all(name in s["signals"] for s in studies):  # a study.json of before
       continue
-    picks = [population.select(s["signals"], name)[0] for s in studies]
-    sign = population.SIGN[name]
+    picks = [selection.select(s["signals"], name)[0] for s in studies]
+    sign = selection.SIGN[name]
     scores = np.concatenate([-sign * np.asarray(s["signals"][name]) for s in studies])
     rows[name] = {
       "population_success_rate": float(

@@ -39,7 +39,7 @@ from vaells_jax.training.coverage import (
   coverage_signals,
   pairwise_distances,
 )
-from vaells_jax.training.population import OPERATOR_NORM_LIMIT
+from vaells_jax.training.selection import OPERATOR_NORM_LIMIT
 
 __all__ = [
   "THRESHOLDS",
