@@ -61,6 +61,7 @@ __all__ = [
   "GRID_ANGLE",
   "GRID_STEPS",
   "PAIR_BLOCK",
+  "global_minima",
   "grid_spacing",
   "solve_exact",
   "spectral_norm_bound",
@@ -346,8 +347,31 @@ def _solve_block(psi, table, h, z0, z1, lam, *, max_iter, tol):
   return coeff, converged, jnp.max(iters.reshape(n, -1), axis=1)
 
 
+def solve_exact(init, psi, z0, z1, l1_weight, *, max_iter, tol):
+  """:func:`global_minima` in the form of every solver
+  (:class:`vaells_jax.core.solvers.Solve`).
+
+  Args:
+    init: ``[R, N, 1]``; only its shape is read: the global minimum does not
+      depend on a start, so every restart gets it.
+    psi, z0, z1, l1_weight, max_iter, tol: as for :func:`global_minima`.
+
+  Returns:
+    ``(coeffs [R, N, 1], num_iter [R, N], error [R, N])``: ``error`` is 0
+    where :func:`global_minima` says converged, ``inf`` where not.
+  """
+  coeffs, converged, num_iter = global_minima(
+    psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
+  )
+  error = jnp.where(converged, 0.0, jnp.inf).astype(z0.dtype)
+  restarts = init.shape[0]
+  return tuple(
+    jnp.broadcast_to(a, (restarts,) + a.shape) for a in (coeffs, num_iter, error)
+  )
+
+
 @functools.partial(jax.jit, static_argnames=("max_iter", "tol", "block"))
-def solve_exact(psi, z0, z1, l1_weight, *, max_iter, tol, block=PAIR_BLOCK):
+def global_minima(psi, z0, z1, l1_weight, *, max_iter, tol, block=PAIR_BLOCK):
   """The global minimiser of each pair's objective for one operator (module docstring).
 
   Args:
