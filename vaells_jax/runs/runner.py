@@ -237,49 +237,7 @@ def plan_run(
   found = _found(workdir)
   steps, population_steps = found
   if resume:
-    if not (workdir / CONFIG_NAME).exists():
-      raise ValueError(
-        f"Nothing to resume: {workdir} holds no run ({CONFIG_NAME} is missing)."
-      )
-    saved = config_from_json(workdir / CONFIG_NAME)
-    changed = [
-      f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
-      for f in dataclasses.fields(Config)
-      if getattr(saved, f.name) != getattr(config, f.name)
-      and not _may_change_on_resume(f.name, config)
-    ]
-    if changed:
-      raise CheckpointError(
-        f"The run in {workdir} has a different "
-        f"configuration ({'; '.join(changed)}); resume "
-        "with the same flags, or start another workdir."
-      )
-    if (workdir / DATA_NAME).exists():
-      saved_data = load_dataset(workdir / DATA_NAME)
-      if not (
-        np.array_equal(saved_data.x_train, data.x_train)
-        and np.array_equal(saved_data.labels_train, data.labels_train)
-      ):
-        raise CheckpointError(
-          f"The run in {workdir} was trained on different "
-          "data; resume with the same data."
-        )
-    polish = config.decoder_polish_steps  # a polished run's last checkpoint
-    if steps and config.num_steps + polish < steps[-1]:
-      least = steps[-1] - polish
-      raise ValueError(
-        f"config.num_steps={config.num_steps} is below the run's checkpoint at "
-        f"step {steps[-1]}"
-        + (f" (less its {polish} decoder polish steps: {least})" if polish else "")
-        + f"; resume with num_steps >= {least}."
-      )
-    identity = run_identity(config, data)
-    if steps:
-      verify_checkpoint(workdir, (checkpoint_steps(workdir) or steps)[-1], identity)
-    elif population_steps:
-      pop_dir = workdir / population_run.POPULATION_DIR
-      last = (checkpoint_steps(pop_dir) or population_steps)[-1]
-      verify_checkpoint(pop_dir, last, identity)
+    _check_resumable(config, data, workdir, steps, population_steps)
   elif (steps or population_steps) and not overwrite:
     raise ValueError(
       f"{workdir} already holds a run (checkpoints at steps "
@@ -288,6 +246,60 @@ def plan_run(
       "choose another folder (--workdir=DIR)."
     )
   return RunPlan(config, data, workdir, resume, overwrite, found, cores)
+
+
+def _check_resumable(config, data, workdir, steps, population_steps) -> None:
+  """:func:`plan_run`'s checks of a run to resume: the same configuration
+  and data, enough steps, and checkpoints that pass their checksums."""
+  _check_same_run(config, data, workdir)
+  polish = config.decoder_polish_steps  # a polished run's last checkpoint
+  if steps and config.num_steps + polish < steps[-1]:
+    least = steps[-1] - polish
+    raise ValueError(
+      f"config.num_steps={config.num_steps} is below the run's checkpoint at "
+      f"step {steps[-1]}"
+      + (f" (less its {polish} decoder polish steps: {least})" if polish else "")
+      + f"; resume with num_steps >= {least}."
+    )
+  identity = run_identity(config, data)
+  if steps:
+    verify_checkpoint(workdir, (checkpoint_steps(workdir) or steps)[-1], identity)
+  elif population_steps:
+    pop_dir = workdir / population_run.POPULATION_DIR
+    last = (checkpoint_steps(pop_dir) or population_steps)[-1]
+    verify_checkpoint(pop_dir, last, identity)
+
+
+def _check_same_run(config, data, workdir) -> None:
+  """The saved run in ``workdir`` has ``config`` (but what may change on
+  resume) and ``data``."""
+  if not (workdir / CONFIG_NAME).exists():
+    raise ValueError(
+      f"Nothing to resume: {workdir} holds no run ({CONFIG_NAME} is missing)."
+    )
+  saved = config_from_json(workdir / CONFIG_NAME)
+  changed = [
+    f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
+    for f in dataclasses.fields(Config)
+    if getattr(saved, f.name) != getattr(config, f.name)
+    and not _may_change_on_resume(f.name, config)
+  ]
+  if changed:
+    raise CheckpointError(
+      f"The run in {workdir} has a different "
+      f"configuration ({'; '.join(changed)}); resume "
+      "with the same flags, or start another workdir."
+    )
+  if (workdir / DATA_NAME).exists():
+    saved_data = load_dataset(workdir / DATA_NAME)
+    if not (
+      np.array_equal(saved_data.x_train, data.x_train)
+      and np.array_equal(saved_data.labels_train, data.labels_train)
+    ):
+      raise CheckpointError(
+        f"The run in {workdir} was trained on different "
+        "data; resume with the same data."
+      )
 
 
 def train_and_evaluate(

@@ -397,11 +397,24 @@ def grid_study(
       configuration (without ``overwrite``).
   """
   ops, anchors, seeds = tuple(ops), tuple(anchors), tuple(seeds)
+  workdir = pathlib.Path(workdir)
+  cell_dir = lambda m, a, s: workdir / f"M{m}_Na{a}" / f"seed{s}"  # noqa: E731
+  grid = (ops, anchors, seeds)
+  configs = _check_grid(config, make_data, grid, cell_dir, overwrite)
+  summaries, digits = _train_grid(configs, make_data, grid, cell_dir, log, overwrite)
+  result = _grid_result(config, grid, summaries, digits)
+  atomic_write_text(workdir / "grid.json", json.dumps(result, indent=2))
+  atomic_write_text(workdir / "grid.md", _grid_markdown(result))
+  return result
+
+
+def _check_grid(config: Config, make_data, grid, cell_dir, overwrite) -> dict:
+  """:func:`grid_study`'s checks before anything trains; returns each
+  ``(M, seed)``'s configuration (which :class:`Config` validates)."""
+  ops, anchors, seeds = grid
   for name, values in (("ops", ops), ("anchors", anchors), ("seeds", seeds)):
     if not values or len(set(values)) != len(values):
       raise ValueError(f"{name} must be distinct values, at least one: {values}")
-  workdir = pathlib.Path(workdir)
-  cell_dir = lambda m, a, s: workdir / f"M{m}_Na{a}" / f"seed{s}"  # noqa: E731
   configs = {  # Config validates each one here, before any training
     (m, s): dataclasses.replace(config, num_ops=m, seed=s) for m in ops for s in seeds
   }
@@ -411,6 +424,13 @@ def grid_study(
         _check_cell_folder(configs[m, s], cell_dir(m, a, s), overwrite)
   for a in anchors[1:]:  # e.g. more anchors than a class has digits
     check_data(configs[ops[0], seeds[0]], make_data(configs[ops[0], seeds[0]], a))
+  return configs
+
+
+def _train_grid(configs, make_data, grid, cell_dir, log, overwrite):
+  """Every cell's runs: ``(summaries {(M, N_a): [summary per seed]},
+  training digits {N_a: count})``."""
+  ops, anchors, seeds = grid
   summaries = {(m, a): [] for m in ops for a in anchors}
   digits = {}
   for a in anchors:
@@ -422,6 +442,12 @@ def grid_study(
         summaries[m, a].append(
           _run_one(configs[m, s], data, cell_dir(m, a, s), log, overwrite)
         )
+  return summaries, digits
+
+
+def _grid_result(config: Config, grid, summaries, digits) -> dict:
+  """:func:`grid_study`'s result: the budget, the seeds and every cell."""
+  ops, anchors, seeds = grid
   cells = [
     {
       "num_ops": m,
@@ -433,7 +459,7 @@ def grid_study(
     for m in ops
     for a in anchors
   ]
-  result = {
+  return {
     "num_steps": config.num_steps,
     "warmup_steps": config.warmup_steps,
     "eval_ll_points": config.eval_ll_points,
@@ -441,9 +467,6 @@ def grid_study(
     "seeds": list(seeds),
     "cells": cells,
   }
-  atomic_write_text(workdir / "grid.json", json.dumps(result, indent=2))
-  atomic_write_text(workdir / "grid.md", _grid_markdown(result))
-  return result
 
 
 def _number(x) -> str:
