@@ -240,15 +240,14 @@ def infer_coefficients(
   Args:
     psi: operator dictionary, ``[M, d, d]``.
     z0: starting points, ``[..., d]``.
-    z1: end points, ``[..., d]``; broadcasts with ``z0`` over the leading
-      dimensions (e.g. anchors ``[B, A, d]`` against samples ``[B, 1, d]``).
+    z1: end points, ``[..., d]``; broadcasts with ``z0`` (e.g. anchors
+      ``[B, A, d]`` against samples ``[B, 1, d]``).
     l1_weight: sparsity weight ``>= 0``, scalar or broadcasting with the pair
       shape (so pairs with different weights can share one solve).
     key: ``jax.random`` key of the random starts.
     num_restarts: number of random starts per pair.
     init_range: ``(lo, hi)`` of the first restart's uniform start; each a
-      scalar or an array broadcasting with the pair shape (pairs with
-      different start ranges can share one solve).
+      scalar or an array broadcasting with the pair shape.
     max_iter: maximum iterations per start (each solver's kind of
       iteration: module docstring); ``None`` for ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance (on what: module docstring).
@@ -256,8 +255,7 @@ def infer_coefficients(
       :data:`vaells_jax.core.solvers.SOLVERS`.
 
   Returns:
-    An :class:`InferenceResult` with ``coeffs [..., M]`` and ``objective``,
-    ``num_iter``, ``converged`` of shape ``[...]``.
+    An :class:`InferenceResult`: ``coeffs [..., M]``, the others ``[...]``.
 
   Raises:
     ValueError: for shapes that do not fit, a negative ``l1_weight`` (checked

@@ -83,13 +83,17 @@ def train_population(
     diagnose=diagnose_vaells,
     already_checked=already_checked,
   )
-  info = {
+  return state, _with_selection(info, selection)
+
+
+def _with_selection(info: dict, selection: dict) -> dict:
+  """Phase 2's ``info`` with phase 1's times added and its selection."""
+  return {
     **info,
     "train_time_s": info["train_time_s"] + selection["train_time_s"],
     "compile_time_s": info["compile_time_s"] + selection["compile_time_s"],
-    "population": {k_: v for k_, v in selection.items() if k_ != "train_time_s"},
+    "population": {k: v for k, v in selection.items() if k != "train_time_s"},
   }
-  return state, info
 
 
 def _train_members(

@@ -229,39 +229,58 @@ def _refine(psi, sign, z1, lam, base_u, base_y, lo, hi, valid, max_iter, tol):
   def cond(s):
     return (s["it"] < max_iter) & ~jnp.all(s["done"])
 
-  def body(s):
-    u, lo, hi = s["u"], s["lo"], s["hi"]
-    newton = u - s["d1"] / jnp.where(s["d2"] > 0, s["d2"], 1.0)
-    use_newton = (s["d2"] > 0) & (newton > lo) & (newton < hi) & ~s["failed"]
-    golden = jnp.where(hi - u > u - lo, u + _GOLDEN * (hi - u), u - _GOLDEN * (u - lo))
-    trial = jnp.where(use_newton, newton, golden)
-    phi, d1, d2, noise = evaluate(trial, base_u, base_y)
-    # Where the values tie within rounding, the smaller slope is closer.
-    tie = (phi <= s["phi"] + noise[1]) & (jnp.abs(d1) < jnp.abs(s["d1"]))
-    better = (phi <= s["phi"]) | tie
-    right = trial > u
-    new_lo = jnp.where(better, jnp.where(right, u, lo), jnp.where(right, lo, trial))
-    new_hi = jnp.where(better, jnp.where(right, hi, u), jnp.where(right, trial, hi))
-    keep = lambda new, old: jnp.where(s["done"], old, jnp.where(better, new, old))  # noqa: E731
-    conv = jnp.where(better, stationary(d1, noise), s["conv"])
-    found = jnp.where(better, located(d1, noise), False)
-    stuck = new_hi - new_lo <= width_tol
-    return dict(
-      it=s["it"] + 1,
-      lo=jnp.where(s["done"], lo, new_lo),
-      hi=jnp.where(s["done"], hi, new_hi),
-      u=keep(trial, u),
-      phi=keep(phi, s["phi"]),
-      d1=keep(d1, s["d1"]),
-      d2=keep(d2, s["d2"]),
-      conv=jnp.where(s["done"], s["conv"], conv),
-      failed=use_newton & ~better,
-      done=s["done"] | found | stuck,
-      iters=s["iters"] + (~s["done"]).astype(jnp.int32),
-    )
-
+  body = functools.partial(
+    _refine_step,
+    evaluate=evaluate,
+    base=(base_u, base_y),
+    tests=(stationary, located),
+    width_tol=width_tol,
+  )
   s = jax.lax.while_loop(cond, body, state)
   return s["u"], s["phi"], s["conv"], s["iters"]
+
+
+def _refine_step(s, *, evaluate, base, tests, width_tol):
+  """One step of :func:`_refine`'s loop: a Newton step where it is safe, a
+  golden-section one otherwise; the bracket shrinks around the better point.
+
+  Args:
+    s: the loop's state (:func:`_refine`).
+    evaluate: ``(u, base_u, base_y) -> (phi, d1, d2, noise)``.
+    base: the candidates' ``(base_u [...], base_y [..., d])``.
+    tests: ``(stationary, located)``: ``(d1, noise) -> [...]`` bool.
+    width_tol: brackets this narrow are done, ``[...]``.
+  """
+  (base_u, base_y), (stationary, located) = base, tests
+  u, lo, hi = s["u"], s["lo"], s["hi"]
+  newton = u - s["d1"] / jnp.where(s["d2"] > 0, s["d2"], 1.0)
+  use_newton = (s["d2"] > 0) & (newton > lo) & (newton < hi) & ~s["failed"]
+  golden = jnp.where(hi - u > u - lo, u + _GOLDEN * (hi - u), u - _GOLDEN * (u - lo))
+  trial = jnp.where(use_newton, newton, golden)
+  phi, d1, d2, noise = evaluate(trial, base_u, base_y)
+  # Where the values tie within rounding, the smaller slope is closer.
+  tie = (phi <= s["phi"] + noise[1]) & (jnp.abs(d1) < jnp.abs(s["d1"]))
+  better = (phi <= s["phi"]) | tie
+  right = trial > u
+  new_lo = jnp.where(better, jnp.where(right, u, lo), jnp.where(right, lo, trial))
+  new_hi = jnp.where(better, jnp.where(right, hi, u), jnp.where(right, trial, hi))
+  keep = lambda new, old: jnp.where(s["done"], old, jnp.where(better, new, old))  # noqa: E731
+  conv = jnp.where(better, stationary(d1, noise), s["conv"])
+  found = jnp.where(better, located(d1, noise), False)
+  stuck = new_hi - new_lo <= width_tol
+  return dict(
+    it=s["it"] + 1,
+    lo=jnp.where(s["done"], lo, new_lo),
+    hi=jnp.where(s["done"], hi, new_hi),
+    u=keep(trial, u),
+    phi=keep(phi, s["phi"]),
+    d1=keep(d1, s["d1"]),
+    d2=keep(d2, s["d2"]),
+    conv=jnp.where(s["done"], s["conv"], conv),
+    failed=use_newton & ~better,
+    done=s["done"] | found | stuck,
+    iters=s["iters"] + (~s["done"]).astype(jnp.int32),
+  )
 
 
 def _candidates(values):
