@@ -41,8 +41,8 @@ if sys.argv[2] != "fresh":
   import jax
   jax.numpy.zeros(1).block_until_ready()  # the backend starts: one CPU device
 if sys.argv[2] == "one_thread":
-  from vaells_jax.training import population
-  population.member_groups = lambda members: 1
+  from vaells_jax.training import placement
+  placement.member_groups = lambda members: 1
 rng = np.random.default_rng(0)
 theta = rng.uniform(0, 2 * np.pi, 200)
 labels = np.repeat([0, 1], 100)

@@ -12,7 +12,7 @@ signals the run chose by. Tells a failed run whose population held members
 that learned (the signal chose wrong) from one whose members all failed.
 Signals the run did not record (``data_coverage`` and ``sample_distance``
 in runs made before they existed) are computed from the members'
-checkpoints as the selection computes them (``population.data_signals``).
+checkpoints as the selection computes them (``selection.data_signals``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from vaells_jax.evaluation.synthetic_report import (  # noqa: E402
   eval_keys,
   learned_structure,
 )
-from vaells_jax.training import population  # noqa: E402
+from vaells_jax.training import population, population_run, selection  # noqa: E402
 from vaells_jax.training.checkpoint import restore_checkpoint  # noqa: E402
 
 
@@ -46,7 +46,9 @@ def restored_members(workdir: pathlib.Path):
   data = load_dataset(workdir / DATA_NAME)
   start = population.init_population(jax.random.PRNGKey(config.seed), config, data)
   state = restore_checkpoint(
-    workdir / population.POPULATION_DIR, start, step=population.selection_step(config)
+    workdir / population_run.POPULATION_DIR,
+    start,
+    step=selection.selection_step(config),
   )
   return config, data, [population.member(state, k) for k in range(config.population)]
 
@@ -54,11 +56,11 @@ def restored_members(workdir: pathlib.Path):
 def score_members(workdir: pathlib.Path) -> dict:
   """The selection and every member's ground-truth scores of one run."""
   config, data, states = restored_members(workdir)
-  pop_dir = workdir / population.POPULATION_DIR
-  selection = json.loads((pop_dir / population.SELECTION_NAME).read_text())
+  pop_dir = workdir / population_run.POPULATION_DIR
+  selection = json.loads((pop_dir / population_run.SELECTION_NAME).read_text())
   recorded = selection["signals"]
   if "data_coverage" not in recorded:  # a run made before these signals
-    recorded = {**recorded, **population.data_signals(states, config, data)}
+    recorded = {**recorded, **selection.data_signals(states, config, data)}
   members = []
   for k, state in enumerate(states):
     trained = TrainedVAELLS(config, state.params, data)

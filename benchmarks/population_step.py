@@ -77,7 +77,7 @@ def main(argv=None) -> dict:
   import jax
 
   from vaells_jax import api
-  from vaells_jax.training import population
+  from vaells_jax.training import placement, population
 
   base = importlib.import_module(f"vaells_jax.experiments.{args.base}").get_config()
   config = dataclasses.replace(base, population=args.population, psi_seed=-1)
@@ -92,7 +92,7 @@ def main(argv=None) -> dict:
     config, data.data_dim, vectorize=vectorize, devices=devices, groups=1
   )
   one = jax.devices()[:1]
-  split = population.member_devices(args.population)
+  split = placement.member_devices(args.population)
   rows = {
     "vmap": timed(step(True, one), members),
     "lax.map": timed(step(False, one), members),

@@ -250,8 +250,8 @@ def test_jit_vmap_and_blocks_agree():
   # Blocks of 5 pairs (lax.map, padded) give the single block's answer.
   lam_n = jnp.full(NUM_PAIRS, lam, jnp.float32)
   args = (f32(psi[None]), f32(z0), f32(z1), lam_n)
-  one = exact.solve_exact(*args, max_iter=20, tol=1e-4)
-  blocks = exact.solve_exact(*args, max_iter=20, tol=1e-4, block=5)
+  one = exact.global_minima(*args, max_iter=20, tol=1e-4)
+  blocks = exact.global_minima(*args, max_iter=20, tol=1e-4, block=5)
   objective = lambda c: inference_objective(args[0], c, *args[1:])  # noqa: E731
   np.testing.assert_allclose(objective(one[0]), objective(blocks[0]), rtol=1e-5)
   np.testing.assert_array_equal(one[1], blocks[1])

@@ -80,12 +80,12 @@ MEMBERS_SCRIPT = textwrap.dedent("""
     import chex, jax, numpy as np
     from vaells_jax.config import Config
     from vaells_jax.data.synthetic import make_concentric
-    from vaells_jax.training import loop, population
+    from vaells_jax.training import loop, placement, population
 
     devices = tuple(jax.devices())
     assert len(devices) == 2, devices
-    assert population.member_devices(4) == devices
-    assert population.member_devices(3) == devices[:1]
+    assert placement.member_devices(4) == devices
+    assert placement.member_devices(3) == devices[:1]
     data = make_concentric(seed=0, num_per_circle=20, num_test_per_circle=5)
     config = Config(num_steps=6, batch_size=8, hidden=(16,), num_ops=2,
                     inference_max_iter=10, log_every=3, checkpoint_every=2,

@@ -16,7 +16,7 @@ from tiny import TINY, TINY_DATA
 from vaells_jax import api
 from vaells_jax.runs.runner import train_and_evaluate
 from vaells_jax.runs.sensitivity import auc, summarise_study
-from vaells_jax.training import coverage, population
+from vaells_jax.training import coverage, population, selection
 from vaells_jax.training.step import init_state
 
 DATA = TINY_DATA
@@ -145,14 +145,14 @@ def test_selection_picks_what_the_signal_names():
     "loss": [-1.0, -0.5, -0.7, -3.0],
     "log_p": [0.0, 1.0, 2.0, 3.0],
   }
-  assert population.select(signals, "latent_coverage")[0] == 2  # tie: lower loss
-  assert population.select(signals, "psi_rejected")[0] == 3
-  assert population.select(signals, "loss")[0] == 3
-  assert population.select(signals, "log_p")[0] == 3
-  best, reason = population.select(signals, "latent_coverage")
+  assert selection.select(signals, "latent_coverage")[0] == 2  # tie: lower loss
+  assert selection.select(signals, "psi_rejected")[0] == 3
+  assert selection.select(signals, "loss")[0] == 3
+  assert selection.select(signals, "log_p")[0] == 3
+  best, reason = selection.select(signals, "latent_coverage")
   assert "member 2" in reason and "highest latent_coverage" in reason
   dead = {k: [float("nan")] * 4 for k in signals}
-  assert population.select(dead, "loss")[0] == 0
+  assert selection.select(dead, "loss")[0] == 0
 
 
 def test_auc_and_study_summary():
@@ -327,8 +327,8 @@ def test_coverage_ranks_weigh_both_radii_alike():
     "latent_coverage_both": np.add(narrow, wide).tolist(),
     "loss": [0.0] * 4,
   }
-  assert population.select(signals, "latent_coverage_ranks")[0] == 1
-  assert population.select(signals, "latent_coverage_both")[0] == 0
+  assert selection.select(signals, "latent_coverage_ranks")[0] == 1
+  assert selection.select(signals, "latent_coverage_both")[0] == 0
 
 
 def test_data_coverage_ties_go_to_the_prior_samples_nearest_the_data():
@@ -340,8 +340,8 @@ def test_data_coverage_ties_go_to_the_prior_samples_nearest_the_data():
     "sample_distance": [0.1, 1.2, 3.5, 0.8, 0.0],
     "loss": [-2.0, -0.5, -0.9, -0.4, -3.0],
   }
-  best, reason = population.select(signals, "data_coverage")
+  best, reason = selection.select(signals, "data_coverage")
   assert best == 3
   assert "of the 3 tied, the lowest sample_distance (0.8)" in reason
   del signals["sample_distance"]  # a run that did not record it: the loss
-  assert population.select(signals, "data_coverage")[0] == 2
+  assert selection.select(signals, "data_coverage")[0] == 2

@@ -13,7 +13,7 @@ from vaells_jax.runs.verdict import (
   polyline_distance,
   verdict,
 )
-from vaells_jax.training import population
+from vaells_jax.training import selection
 
 
 @dataclasses.dataclass
@@ -118,10 +118,10 @@ def test_the_population_does_not_keep_a_blown_up_member():
     "loss": [0.0, -5.0, 0.0],
     "operator_norm": [0.05, 4.5, 0.06],
   }
-  best, reason = population.select(signals, "latent_coverage")
+  best, reason = selection.select(signals, "latent_coverage")
   assert best == 2 and "member 2" in reason
   everyone = dict(signals, operator_norm=[2.0, 3.0, 4.0])
-  assert "member 0" in population.select(everyone, "latent_coverage")[1]
+  assert "member 0" in selection.select(everyone, "latent_coverage")[1]
 
 
 def test_the_noise_level_estimate_on_a_noisy_line():

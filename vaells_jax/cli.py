@@ -39,6 +39,7 @@ from vaells_jax import experiments
 from vaells_jax.config import (
   CONFIG_NAME,
   GROUPS,
+  INFERENCE_METHODS,
   MODEL_NAMES,
   Config,
   config_from_json,
@@ -79,22 +80,45 @@ def _suggest(word: str, choices) -> str:
 
 
 def make_parser() -> argparse.ArgumentParser:
+  """The command's flags (``--config.KEY=VALUE`` items are read apart)."""
   parser = argparse.ArgumentParser(
     description=__doc__.split("\n\n")[0].replace("``", ""),
-    epilog="--config.KEY=VALUE (or --config.KEY VALUE) overrides any of these\n"
+    epilog=_epilog(),
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+    allow_abbrev=False,  # --seed=5 is not --seeds=5
+  )
+  _add_run_flags(parser)
+  _add_seed_flags(parser)
+  _add_output_flags(parser)
+  return parser
+
+
+def _epilog() -> str:
+  """``--help``'s text after the flags: config keys, processes, exit status."""
+  return (
+    "--config.KEY=VALUE (or --config.KEY VALUE) overrides any of these\n"
     "config keys (defaults shown; each experiment sets its own values, saved in\n"
     "the run's config.json):\n"
     + _config_keys()
+    + "\n"
+    + textwrap.fill(
+      f"inference_method: {' | '.join(INFERENCE_METHODS)}",
+      78,
+      initial_indent="  ",
+      subsequent_indent="    ",
+    )
     + "\n\nAcross processes (hosts): set VAELLS_COORDINATOR=HOST:PORT, "
     "VAELLS_NUM_PROCESSES=N and VAELLS_PROCESS_ID=I on each and run the same "
     "command with --config.data_parallel=true (docs/devices.md)."
     + "\n\nExit status: 0 done; 2 bad input (one-line message, nothing written); "
     "1 training diverged (last good checkpoint kept) or a write failed; 143 / 130 "
     "stopped by SIGTERM / SIGINT after checkpointing (the message says how to "
-    "resume).",
-    formatter_class=argparse.RawDescriptionHelpFormatter,
-    allow_abbrev=False,  # --seed=5 is not --seeds=5
+    "resume)."
   )
+
+
+def _add_run_flags(parser) -> None:
+  """What runs: the experiment, comparison, study or grid, and the model."""
   parser.add_argument(
     "--exp",
     required=True,
@@ -130,6 +154,10 @@ def make_parser() -> argparse.ArgumentParser:
     choices=MODEL_NAMES,
     help="the model trained on the experiment's data and budget (default vaells)",
   )
+
+
+def _add_seed_flags(parser) -> None:
+  """The seeds and anchors of comparisons, studies and grids."""
   parser.add_argument(
     "--seeds",
     type=int,
@@ -152,6 +180,10 @@ def make_parser() -> argparse.ArgumentParser:
     "(paper appendix F), e.g. 3,4,6,8; the grid: anchors per class N_a "
     f"(default {','.join(map(str, GRID_ANCHORS))})",
   )
+
+
+def _add_output_flags(parser) -> None:
+  """Where a run writes and reads, its budget, and resuming."""
   parser.add_argument(
     "--workdir",
     default=None,
@@ -184,7 +216,6 @@ def make_parser() -> argparse.ArgumentParser:
     action="store_true",
     help="start over in a --workdir that holds a run",
   )
-  return parser
 
 
 def _overrides(parser, rest) -> dict[str, str]:
@@ -482,9 +513,9 @@ def _cores_for_members(population: int) -> None:
   """Gives a population's members this machine's cores: XLA runs a program's
   loops on one core, so ``XLA_FLAGS`` gets one CPU device per core (as many as
   divide the population), over which the population step splits its members
-  (``vaells_jax.training.population.member_devices``). An ``XLA_FLAGS`` that
+  (``vaells_jax.training.placement.member_devices``). An ``XLA_FLAGS`` that
   sets the device count is left as it is. Called before jax starts."""
-  from vaells_jax.training.population import core_count  # imports jax, unstarted
+  from vaells_jax.training.placement import core_count  # imports jax, unstarted
 
   flags = os.environ.get("XLA_FLAGS", "")
   if population < 2 or "xla_force_host_platform_device_count" in flags:

@@ -11,9 +11,9 @@ from .common import _and, _block, _load, _of
 
 def _kept(signals: dict, name: str, members: int) -> int:
   """The member a population of the first ``members`` keeps by ``name``, as
-  the command selects (:func:`vaells_jax.training.population.select`)."""
+  the command selects (:func:`vaells_jax.training.selection.select`)."""
   from vaells_jax.training.coverage import combined_coverages  # jax
-  from vaells_jax.training.population import select
+  from vaells_jax.training.selection import select
 
   signals = {k: list(v[:members]) for k, v in signals.items()}
   return select({**signals, **combined_coverages(signals)}, name)[0]
@@ -191,7 +191,7 @@ def swiss_reach_table() -> str:
   and averaged over the default's reaches, seeds 120-159 (ties by the loss,
   as the reaches were compared)."""
   from vaells_jax.training.coverage import DATA_COVERAGE_REACHES
-  from vaells_jax.training.population import select
+  from vaells_jax.training.selection import select
 
   scores = _load("swiss_roll_data_coverage_reaches.json")
   runs = {}

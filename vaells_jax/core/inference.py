@@ -47,6 +47,27 @@ registry (``SOLVERS``), which this module calls: it validates the inputs,
 draws the starts and keeps each pair's best start. jaxopt is imported by
 ``core/solvers/jaxopt_solvers.py`` alone.
 
+``max_iter`` counts proximal-gradient iterations for ``"fista"`` and
+``"pgd"``, Gauss-Newton steps for the Gauss-Newton solvers,
+Levenberg-Marquardt iterations for ``"lm"`` (which then adds 10
+proximal-gradient ones), refinement steps per grid candidate for
+``"exact"``. ``tol`` applies to the proximal-gradient mapping norm (for
+``"lm"`` also to the smoothed objective's gradient norm; for the
+Gauss-Newton solvers to the minimum-norm subgradient of the objective).
+
+Valid range of :func:`infer_coefficients`: finite ``psi``, ``z0``, ``z1``
+and starts whose generator ``sum_m c_m psi_m`` has ``||.||_1 <= 512``
+(:func:`vaells_jax.expm_small`'s range). A start outside it has a non-finite
+objective, so the solver has no gradient to follow: its result is reported as
+``converged=False`` whatever the iterations did. Non-finite ``psi``, ``z0``
+or ``z1`` give a NaN ``objective`` and ``converged=False``. ``converged`` is
+the flag to test; nothing here raises inside ``jit``. All pairs and restarts
+run in one vmapped solve, so this works inside ``jit``. The inputs are
+treated as constants (``stop_gradient``): by Danskin's theorem the gradient
+of the optimal value is the partial gradient of the objective at ``c*``, so
+differentiate :func:`inference_objective` at the returned coefficients
+instead.
+
 The data term uses the ``1/2 ||.||^2`` convention throughout the library.
 """
 
@@ -217,66 +238,36 @@ def infer_coefficients(
   """Infers the sparse coefficients that transport ``z0`` to ``z1``, batched.
 
   Minimises ``1/2 ||z1 - expm(sum_m c_m psi_m) z0||^2 + l1_weight ||c||_1`` for
-  every pair, with accelerated proximal gradient (``method="fista"``: jaxopt
-  ``ProximalGradient``, ``prox_lasso``, backtracking line search; or
-  ``method="pgd"``: the same with a step per pair, :mod:`vaells_jax.core.solvers.pgd`)
-  or with Levenberg-Marquardt on the smoothed objective followed by a few
-  proximal-gradient iterations (``method="lm"``; module docstring), or, for
-  one operator, globally over a grid of the coefficient
-  (``method="exact"``: :mod:`vaells_jax.core.solvers.exact`; no random starts). Restart
-  ``r`` starts from
+  every pair with the solver ``method`` (module docstring: each solver, the
+  valid range, ``jit`` and gradients). Restart ``r`` starts from
   ``c0 ~ U[lo + r w, hi + r w]^M`` with ``w = hi - lo``; the restart with the
   lowest final objective wins (a start that diverges to a non-finite
   objective is replaced by ``c = 0``, reported as not converged).
 
-  Valid range: finite ``psi``, ``z0``, ``z1`` and starts whose generator
-  ``sum_m c_m psi_m`` has ``||.||_1 <= 512`` (:func:`vaells_jax.expm_small`'s
-  range). A start outside it has a non-finite objective, so the solver has
-  no gradient to follow: its result is reported as ``converged=False``
-  whatever the iterations did. Non-finite ``psi``, ``z0`` or ``z1`` give a
-  NaN ``objective`` and ``converged=False``. ``converged`` is the flag to
-  test; nothing here raises inside ``jit``. All pairs
-  and restarts run in one vmapped solve, so this works inside ``jit``. The
-  inputs are treated as constants (``stop_gradient``): by Danskin's theorem
-  the gradient of the optimal value is the partial gradient of the objective
-  at ``c*``, so differentiate
-  :func:`inference_objective` at the returned coefficients instead.
-
   Args:
     psi: operator dictionary, ``[M, d, d]``.
     z0: starting points, ``[..., d]``.
-    z1: end points, ``[..., d]``; broadcasts with ``z0`` over the leading
-      dimensions (e.g. anchors ``[B, A, d]`` against samples ``[B, 1, d]``).
+    z1: end points, ``[..., d]``; broadcasts with ``z0`` (e.g. anchors
+      ``[B, A, d]`` against samples ``[B, 1, d]``).
     l1_weight: sparsity weight ``>= 0``, scalar or broadcasting with the pair
       shape (so pairs with different weights can share one solve).
-    key: ``jax.random`` key for the random starts (``ValueError`` if it is
-      not one).
+    key: ``jax.random`` key of the random starts.
     num_restarts: number of random starts per pair.
     init_range: ``(lo, hi)`` of the first restart's uniform start; each a
-      scalar or an array broadcasting with the pair shape (pairs with
-      different start ranges can share one solve).
-    max_iter: maximum iterations per start: proximal-gradient iterations
-      for ``"fista"`` and ``"pgd"``, Gauss-Newton steps for
-      the Gauss-Newton solvers, Levenberg-Marquardt iterations for
-      ``"lm"`` (which then adds 10 proximal-gradient ones), refinement steps
-      per grid candidate for ``"exact"``; ``None`` for
-      ``DEFAULT_MAX_ITER[method]``.
-    tol: stopping tolerance on the proximal-gradient mapping norm (for
-      ``"lm"`` also on the smoothed objective's gradient norm; for
-      the Gauss-Newton solvers on the minimum-norm subgradient of the
-      objective).
-    method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, for ``d = 2``
-      ``"gauss_newton"`` or ``"gauss_newton_fused"``, or, for ``M = 1``,
-      ``"exact"`` (module docstring; ``ValueError`` for ``"exact"`` with
-      ``M > 1`` or the Gauss-Newton solvers with ``d != 2``).
+      scalar or an array broadcasting with the pair shape.
+    max_iter: maximum iterations per start (each solver's kind of
+      iteration: module docstring); ``None`` for ``DEFAULT_MAX_ITER[method]``.
+    tol: stopping tolerance (on what: module docstring).
+    method: one of :data:`METHODS`: ``"auto"`` or a name in the registry
+      :data:`vaells_jax.core.solvers.SOLVERS`.
 
   Returns:
-    An :class:`InferenceResult` with ``coeffs [..., M]`` and ``objective``,
-    ``num_iter``, ``converged`` of shape ``[...]``.
+    An :class:`InferenceResult`: ``coeffs [..., M]``, the others ``[...]``.
 
   Raises:
     ValueError: for shapes that do not fit, a negative ``l1_weight`` (checked
-      when it is concrete) or invalid solver settings.
+      when it is concrete), a ``key`` that is not one, invalid solver
+      settings or a solver that does not apply to this ``M`` or ``d``.
   """
   _check_key(key)
   batch, method, max_iter = _check_inputs(
@@ -284,24 +275,12 @@ def infer_coefficients(
   )
   dtype = jnp.result_type(psi, z0, z1, jnp.float32)
   flat = _flat_pairs(batch, dtype, z0, z1, l1_weight, *init_range)
+  psi, settings = jnp.asarray(psi, dtype), dict(max_iter=max_iter, tol=float(tol))
   if not SOLVERS[method].takes_starts:
-    result = _infer_without_starts(
-      jnp.asarray(psi, dtype),
-      *flat[:3],
-      max_iter=max_iter,
-      tol=float(tol),
-      method=method,
-    )
+    result = _infer_without_starts(psi, *flat[:3], **settings, method=method)
   else:
     starts = _draw_starts(key, num_restarts, jnp.shape(psi)[0], *flat[3:])
-    result = _infer_flat(
-      jnp.asarray(psi, dtype),
-      *flat[:3],
-      starts,
-      max_iter=max_iter,
-      tol=float(tol),
-      method=method,
-    )
+    result = _infer_flat(psi, *flat[:3], starts, **settings, method=method)
   return InferenceResult(*(r.reshape(batch + r.shape[1:]) for r in result))
 
 
@@ -324,8 +303,8 @@ def infer_from_starts(
     starts: ``[R, ..., M]``, ``...`` the pair shape (``z0``, ``z1`` and
       ``l1_weight`` broadcast to it).
     max_iter, tol: as for :func:`infer_coefficients`.
-    method: ``"auto"`` (here never ``"exact"``), ``"fista"``, ``"lm"``,
-      ``"pgd"`` or (``d = 2``) ``"gauss_newton"``.
+    method: as for :func:`infer_coefficients`, but a solver that takes
+      starts (here ``"auto"`` never picks one that does not).
 
   Returns:
     An :class:`InferenceResult` of the best start of every pair.
@@ -386,9 +365,7 @@ class Solver:
   calling it solves a batch of pairs with these settings.
 
   Attributes:
-    method: ``"auto"``, ``"fista"``, ``"lm"``, ``"pgd"``, ``"gauss_newton"``
-      or ``"gauss_newton_fused"`` (``d = 2``) or ``"exact"`` (``M = 1``; see
-      :func:`infer_coefficients`).
+    method: one of :data:`METHODS` (see :func:`infer_coefficients`).
     max_iter: iterations per start; ``None`` for ``DEFAULT_MAX_ITER[method]``.
     tol: stopping tolerance.
     num_restarts: random starts per pair.
@@ -467,9 +444,11 @@ def _infer_without_starts(psi, z0, z1, l1_weight, *, max_iter, tol, method):
   """A solver without starts (``"exact"``) on ``N`` pairs ``[N, d]``, weights
   ``[N]``."""
   psi, z0, z1, l1_weight = jax.lax.stop_gradient((psi, z0, z1, l1_weight))
-  coeffs, converged, num_iter = SOLVERS[method].load()(
-    psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
+  init = jnp.zeros((1, z0.shape[0], psi.shape[0]), z0.dtype)  # read: its shape
+  coeffs, num_iter, error = SOLVERS[method].load()(
+    init, psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
   )
+  coeffs, num_iter, converged = coeffs[0], num_iter[0], error[0] <= tol
   objective = inference_objective(psi, coeffs, z0, z1, l1_weight)
   return coeffs, objective, num_iter, converged & jnp.isfinite(objective)
 

@@ -378,6 +378,24 @@ def _fetch_all(source, chunk: int = 10_000) -> tuple[np.ndarray, np.ndarray]:
   return x.reshape(-1, *IMAGE_SHAPE), np.asarray(labels, np.int64).reshape(-1)
 
 
+def _random_digits(x, y, per_class: int, seed: int) -> np.ndarray:
+  """``per_class`` random training digits of each class, ``[10, A, 784]``
+  (``nat_mnist``'s anchors)."""
+  fewest = int(np.bincount(y, minlength=NUM_CLASSES).min())
+  if not 1 <= per_class <= fewest:
+    raise ValueError(
+      f"anchors_per_class must be from 1 to {fewest} (the training digits of "
+      f"the smallest class), got {per_class}."
+    )
+  rng = np.random.default_rng(seed)
+  return np.stack(
+    [
+      x[rng.choice(np.flatnonzero(y == c), per_class, replace=False)]
+      for c in range(NUM_CLASSES)
+    ]
+  )
+
+
 def digits_experiment(
   name: str, mnist: MnistData, *, seed: int, anchors_per_class: int
 ):
@@ -410,19 +428,7 @@ def digits_experiment(
   if missing:
     raise ValueError(f"The training digits lack classes {missing}.")
   if name == "nat_mnist":
-    fewest = int(np.bincount(y, minlength=NUM_CLASSES).min())
-    if not 1 <= anchors_per_class <= fewest:
-      raise ValueError(
-        f"anchors_per_class must be from 1 to {fewest} (the training digits of "
-        f"the smallest class), got {anchors_per_class}."
-      )
-    rng = np.random.default_rng(seed)
-    anchors = np.stack(
-      [
-        x[rng.choice(np.flatnonzero(y == c), anchors_per_class, replace=False)]
-        for c in range(NUM_CLASSES)
-      ]
-    )
+    anchors = _random_digits(x, y, anchors_per_class, seed)
   elif name == "rot_mnist":
     firsts = x[[np.flatnonzero(y == c)[0] for c in range(NUM_CLASSES)]]
     anchors = _rotated_copies_host(firsts, anchors_per_class)

@@ -105,11 +105,10 @@ def make_concentric(
 
   Args:
     seed: seed of ``np.random.default_rng``.
-    num_per_circle: training points per circle.
-    num_test_per_circle: test points per circle.
+    num_per_circle, num_test_per_circle: training and test points per circle.
     radii: circle radii, one class per radius.
-    data_dim: input dimension ``D``.
-    noise_std: standard deviation of the input-space noise.
+    data_dim, noise_std: input dimension ``D``; the standard deviation of
+      the input-space noise.
     anchors_per_class: anchors per circle ``A``.
     grid_per_class: points per circle in the dense ``manifold`` grid.
     anchor_placement: ``"even"`` or ``"random"`` (paper appendix F).
@@ -118,9 +117,8 @@ def make_concentric(
     A :class:`Dataset` with ``C = len(radii)`` classes.
 
   Raises:
-    ValueError: for non-positive counts or radii, negative noise or an
-      unknown ``anchor_placement``.
-  """
+    ValueError: for non-positive counts or radii, negative noise, an unknown
+      ``anchor_placement``."""
   _check_placement(anchor_placement)
   _check_positive(
     num_per_circle=num_per_circle,
@@ -130,45 +128,64 @@ def make_concentric(
     grid_per_class=grid_per_class,
   )
   _check_noise(noise_std)
+  radii = _checked_radii(radii)
+  rng = np.random.default_rng(seed)
+  mapping = _random_mapping(rng, data_dim)
+  train, test = [
+    _circles_split(rng, radii, n) for n in (num_per_circle, num_test_per_circle)
+  ]
+  x_train, x_test = [_embed(rng, xs[1], mapping, noise_std) for xs in (train, test)]
+  train, test = [_shuffled(rng, *xs) for xs in ((x_train, *train), (x_test, *test))]
+  anchor_pos = _circle_anchors(seed, anchor_placement, radii, anchors_per_class)
+  grid_angles = 2.0 * np.pi * np.arange(grid_per_class) / grid_per_class
+  grid_pos = np.concatenate([_circle(r, grid_angles) for r in radii])
+  manifold_labels = np.repeat(np.arange(radii.size), grid_per_class)
+  return _dataset(
+    "concentric", mapping, noise_std, train, test, anchor_pos, grid_pos, manifold_labels
+  )
+
+
+def _checked_radii(radii) -> np.ndarray:
+  """``radii`` as a float64 ``[C]`` array, all positive."""
   radii = np.asarray(radii, dtype=np.float64).reshape(-1)
   if radii.size == 0 or np.any(~(radii > 0)):
     raise ValueError(f"radii must be a non-empty list of positive numbers: {radii}")
-  rng = np.random.default_rng(seed)
-  mapping = _random_mapping(rng, data_dim)
-  train = _circles_split(rng, radii, num_per_circle)
-  test = _circles_split(rng, radii, num_test_per_circle)
-  x_train = _embed(rng, train[1], mapping, noise_std)
-  x_test = _embed(rng, test[1], mapping, noise_std)
-  x_train, *train = _shuffled(rng, x_train, *train)
-  x_test, *test = _shuffled(rng, x_test, *test)
-  if anchor_placement == "even":
-    angles = 2.0 * np.pi * np.arange(anchors_per_class) / anchors_per_class
-    angles = np.broadcast_to(angles, (radii.size, anchors_per_class))
+  return radii
+
+
+def _circle_anchors(seed, placement, radii, per_class) -> np.ndarray:
+  """Each circle's anchors ``[C, A, 2]``: evenly spaced in angle, or at
+  uniformly random angles drawn from ``(seed, 1)``."""
+  if placement == "even":
+    angles = 2.0 * np.pi * np.arange(per_class) / per_class
+    angles = np.broadcast_to(angles, (radii.size, per_class))
   else:
-    angles = (
-      2.0
-      * np.pi
-      * _anchor_fractions(seed, anchor_placement, (radii.size, anchors_per_class))
-    )
-  anchor_pos = np.stack([_circle(r, a) for r, a in zip(radii, angles, strict=True)])
-  grid_angles = 2.0 * np.pi * np.arange(grid_per_class) / grid_per_class
-  grid_pos = np.concatenate([_circle(r, grid_angles) for r in radii])
+    angles = 2.0 * np.pi * _anchor_fractions(seed, placement, (radii.size, per_class))
+  return np.stack([_circle(r, a) for r, a in zip(radii, angles, strict=True)])
+
+
+def _dataset(
+  name, mapping, noise_std, train, test, anchor_pos, grid_pos, manifold_labels
+) -> Dataset:
+  """A synthetic :class:`Dataset`: ``train`` and ``test`` are ``(x [N, D],
+  labels [N], pos [N, 2], t [N])``; anchors and the manifold grid are
+  mapped from their 2-D positions."""
   return Dataset(
-    x_train=x_train,
-    labels_train=train[0],
-    pos_train=train[1],
-    t_train=train[2],
-    x_test=x_test,
-    labels_test=test[0],
-    pos_test=test[1],
-    t_test=test[2],
+    x_train=train[0],
+    labels_train=train[1],
+    pos_train=train[2],
+    t_train=train[3],
+    x_test=test[0],
+    labels_test=test[1],
+    pos_test=test[2],
+    t_test=test[3],
     anchors=anchor_pos @ mapping.T,
     anchor_pos=anchor_pos,
     mapping=mapping,
     noise_std=float(noise_std),
     manifold=grid_pos @ mapping.T,
-    manifold_labels=np.repeat(np.arange(radii.size), grid_per_class),
-    name="concentric",
+    manifold_labels=manifold_labels,
+    name=name,
   )
 
 
@@ -234,10 +251,9 @@ def make_swiss_roll(
 
   Args:
     seed: seed of ``np.random.default_rng``.
-    num_train: training points.
-    num_test: test points.
-    data_dim: input dimension ``D``.
-    noise_std: standard deviation of the input-space noise.
+    num_train, num_test: training and test points.
+    data_dim, noise_std: input dimension ``D``; the standard deviation of
+      the input-space noise.
     num_anchors: anchors ``A`` (``anchors`` has shape ``[1, A, D]``).
     grid_size: points in the dense ``manifold`` grid.
     anchor_placement: ``"even"`` or ``"random"`` (paper appendix F).
@@ -246,9 +262,8 @@ def make_swiss_roll(
     A :class:`Dataset` with one class.
 
   Raises:
-    ValueError: for non-positive counts, negative noise or an unknown
-      ``anchor_placement``.
-  """
+    ValueError: for non-positive counts, negative noise, an unknown
+      ``anchor_placement``."""
   _check_placement(anchor_placement)
   _check_positive(
     num_train=num_train,
@@ -260,29 +275,16 @@ def make_swiss_roll(
   _check_noise(noise_std)
   rng = np.random.default_rng(seed)
   mapping = _random_mapping(rng, data_dim)
-  pos_train, t_train = _swiss_split(rng, num_train)
-  pos_test, t_test = _swiss_split(rng, num_test)
-  x_train = _embed(rng, pos_train, mapping, noise_std)
-  x_test = _embed(rng, pos_test, mapping, noise_std)
-  anchor_t = _t_at_arc_fractions(
-    _anchor_fractions(seed, anchor_placement, (num_anchors,), offset=0.5)
-  )
-  anchor_pos = _swiss_pos(anchor_t)[None]
+  (pos_train, t_train), (pos_test, t_test) = [
+    _swiss_split(rng, num) for num in (num_train, num_test)
+  ]
+  x_train, x_test = [_embed(rng, p, mapping, noise_std) for p in (pos_train, pos_test)]
+  fractions = _anchor_fractions(seed, anchor_placement, (num_anchors,), offset=0.5)
+  anchor_pos = _swiss_pos(_t_at_arc_fractions(fractions))[None]
   grid_pos = _swiss_pos(_t_at_arc_fractions(np.linspace(0.0, 1.0, grid_size)))
-  return Dataset(
-    x_train=x_train,
-    labels_train=np.zeros(num_train, dtype=np.int64),
-    pos_train=pos_train,
-    t_train=t_train,
-    x_test=x_test,
-    labels_test=np.zeros(num_test, dtype=np.int64),
-    pos_test=pos_test,
-    t_test=t_test,
-    anchors=anchor_pos @ mapping.T,
-    anchor_pos=anchor_pos,
-    mapping=mapping,
-    noise_std=float(noise_std),
-    manifold=grid_pos @ mapping.T,
-    manifold_labels=np.zeros(grid_size, dtype=np.int64),
-    name="swiss_roll",
+  train = (x_train, np.zeros(num_train, dtype=np.int64), pos_train, t_train)
+  test = (x_test, np.zeros(num_test, dtype=np.int64), pos_test, t_test)
+  labels = np.zeros(grid_size, dtype=np.int64)
+  return _dataset(
+    "swiss_roll", mapping, noise_std, train, test, anchor_pos, grid_pos, labels
   )

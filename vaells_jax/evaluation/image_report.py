@@ -127,6 +127,26 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     "knn_class_accuracy": evaluation.knn_class_accuracy(codes, labels),
   }
 
+  metrics.update(_log_likelihood(model, params, cfg, x_in, x_orig, labels, k_ll))
+  # One upright test digit per class, moved along each operator.
+  firsts = np.asarray([np.flatnonzero(labels == c)[0] for c in np.unique(labels)])
+  magnitudes = np.linalg.norm(np.asarray(psi), axis=(1, 2))
+  starts = codes[firsts] if not cfg.input_rotation else _chunked(encode, x_orig[firsts])
+  spans = _operator_paths(workdir, cfg, psi, starts, decode, magnitudes)
+  _posterior_grid(workdir, trained, psi, starts, magnitudes, x_in, recon, k_grid)
+  if cfg.input_rotation:
+    metrics.update(rotation_report(trained, workdir))
+  elif len(firsts) > 1:
+    metrics.update(_class_metrics(trained, decode, spans, codes, labels, key, k_cons))
+  _latent_figure(workdir, encode, params, data, codes, labels)
+  metrics["operator_magnitudes"] = magnitudes.tolist()
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def _log_likelihood(model, params, cfg, x_in, x_orig, labels, k_ll) -> dict:
+  """Importance-sampled log-likelihood and ELBO of the first
+  ``cfg.eval_ll_points`` test images, with their count, samples and time."""
   num = min(cfg.eval_ll_points, len(x_in))
   ll_start = time.perf_counter()
   ll, elbo = importance_log_likelihood(
@@ -136,7 +156,7 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     k_ll,
     cfg.eval_ll_samples,
   )
-  metrics.update(
+  return dict(
     log_likelihood=float(ll.mean()),
     elbo=float(elbo.mean()),
     log_likelihood_points=num,
@@ -144,12 +164,11 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     log_likelihood_eval_time_s=time.perf_counter() - ll_start,
   )
 
-  # One upright test digit per class, moved along each operator.
-  firsts = np.asarray([np.flatnonzero(labels == c)[0] for c in np.unique(labels)])
-  magnitudes = np.linalg.norm(np.asarray(psi), axis=(1, 2))
-  starts = codes[firsts] if not cfg.input_rotation else _chunked(encode, x_orig[firsts])
-  b = 1.0 / cfg.zeta3
 
+def _operator_paths(workdir, cfg, psi, starts, decode, magnitudes) -> list:
+  """Draws each operator's decoded paths from ``starts``; returns each
+  operator's coefficient span."""
+  b = 1.0 / cfg.zeta3
   spans = []
   for m in range(cfg.num_ops):
     # A quarter turn each way for rotated digits; up to 10 b otherwise.
@@ -166,7 +185,13 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
       ts,
       f"operator {m} (|psi|_F = {magnitudes[m]:.3g})",
     )
+  return spans
 
+
+def _posterior_grid(workdir, trained, psi, starts, magnitudes, x_in, recon, k_grid):
+  """Draws posterior samples around the first :data:`GRID_INPUTS` inputs."""
+  cfg = trained.config
+  b = 1.0 / cfg.zeta3
   # As in paper fig. 5, the sampling scale is enlarged for rotated digits so
   # that the samples turn visibly: mean |c| = path_span / 8 (an eighth of a
   # half turn of the slowest rotation path_span finds).
@@ -180,19 +205,32 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     f"posterior samples around inputs (Laplace scale {grid_scale:.3g})",
   )
 
-  if cfg.input_rotation:
-    metrics.update(rotation_report(trained, workdir))
-  elif len(firsts) > 1:
-    classifier = _digit_classifier(data, jax.random.split(k_cons)[0])
-    metrics.update(_class_consistency(trained, data, k_cons, classifier))
-    reach_start = time.perf_counter()
-    metrics.update(
-      _operator_reach(
-        cfg, decode, psi, spans, codes, labels, classifier, jax.random.fold_in(key, 4)
-      )
-    )
-    metrics["operator_reach_eval_time_s"] = time.perf_counter() - reach_start
 
+def _class_metrics(trained, decode, spans, codes, labels, key, k_cons) -> dict:
+  """Upright digits: whether samples keep their class, and how far each
+  operator reaches, by a digit classifier trained here."""
+  data, cfg = trained.data, trained.config
+  classifier = _digit_classifier(data, jax.random.split(k_cons)[0])
+  metrics = dict(_class_consistency(trained, data, k_cons, classifier))
+  reach_start = time.perf_counter()
+  metrics.update(
+    _operator_reach(
+      cfg,
+      decode,
+      trained.psi,
+      spans,
+      codes,
+      labels,
+      classifier,
+      jax.random.fold_in(key, 4),
+    )
+  )
+  metrics["operator_reach_eval_time_s"] = time.perf_counter() - reach_start
+  return metrics
+
+
+def _latent_figure(workdir, encode, params, data, codes, labels) -> None:
+  """Draws the test codes and anchors on their first two principal axes."""
   anchors = np.asarray(encode(np.asarray(params["anchors"]).reshape(-1, data.data_dim)))
   flat_codes, flat_anchors = evaluation.pca_2d(codes, anchors)
   plotting.plot_latent_embedding(
@@ -203,9 +241,6 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     "test codes (first two principal components), anchors as x",
     "class",
   )
-  metrics["operator_magnitudes"] = magnitudes.tolist()
-  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
-  return metrics
 
 
 def rotation_report(trained, workdir) -> dict:

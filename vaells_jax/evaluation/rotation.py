@@ -307,6 +307,23 @@ def rotation_gate_level(
   return float(np.percentile(corrs[:, 0], percentile)), corrs[:, 0], angles[:, 0]
 
 
+def _gated_spans(angles, gates: dict, start: int):
+  """Each path's span under each gate (``gates``: name -> ``[N, T]`` frames
+  that pass), and under ``"gated"`` its oriented angles and kept frames:
+  ``(spans {name: [N]}, angles [N, T], kept [N, T])``."""
+  n, t = angles.shape
+  out = {name: np.zeros(n) for name in gates}
+  unwrapped, kept = np.zeros((n, t)), np.zeros((n, t), bool)
+  for i in range(n):
+    for name, ok in gates.items():
+      span, lo, hi, sign, rel = _span_from_start(angles[i], ok[i], start)
+      out[name][i] = span
+      if name == "gated":
+        unwrapped[i] = sign * rel
+        kept[i, lo : hi + 1] = ok[i, start]
+  return out, unwrapped, kept
+
+
 def gated_rotation_spans(
   frames, labels, classify, level: float, start: int, step: float = ANGLE_STEP
 ) -> dict:
@@ -355,15 +372,7 @@ def gated_rotation_spans(
     "class_only": class_ok,
     "monotonic": np.ones_like(corr_ok),
   }
-  out = {name: np.zeros(n) for name in gates}
-  unwrapped, kept = np.zeros((n, t)), np.zeros((n, t), bool)
-  for i in range(n):
-    for name, ok in gates.items():
-      span, lo, hi, sign, rel = _span_from_start(angles[i], ok[i], start)
-      out[name][i] = span
-      if name == "gated":
-        unwrapped[i] = sign * rel
-        kept[i, lo : hi + 1] = ok[i, start]
+  out, unwrapped, kept = _gated_spans(angles, gates, start)
   out.update(
     angles=unwrapped,
     correlations=corrs,

@@ -279,8 +279,40 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   rng = np.random.default_rng(cfg.seed)
   k_prior, k_path, k_ll = eval_keys(cfg.seed)
   rows = RowPrograms(trained)
-  latents = rows.encode(data.x_test)
+  latents, metrics = _code_metrics(trained, rows, k_ll)
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
+  anchors, prior = _prior_samples(trained, rows, latents, k_prior)
+  if data.has_ground_truth:  # distances to the true manifold need it
+    metrics.update(_sample_distances(rows, data, prior))
+  orbits = magnitudes = traversals = None
+  if trained.psi is not None:
+    orbit_metrics, orbits, magnitudes, traversals = _orbit_metrics(
+      trained, rows, anchors, latents, max_norm
+    )
+    metrics.update(orbit_metrics)
+  log(f"paths between {NUM_PATHS} test pairs ...")
+  path_metrics, paths = _path_metrics(trained, rows, latents, rng, k_path)
+  metrics.update(path_metrics)
+  if trained.psi is not None:
+    metrics["operator_magnitudes"] = magnitudes.tolist()
+  if latents.shape[-1] == 2:
+    figures = _figures(
+      workdir, trained, rows, latents, anchors, prior, orbits, paths, magnitudes
+    )
+    if traversals is not None:
+      figures.append(_traversal_figure(workdir, latents, traversals, metrics))
+    for k, draw in enumerate(figures, 1):
+      log(f"drawing figure {k}/{len(figures)} ...")
+      draw()
+  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
+  return metrics
+
+
+def _code_metrics(trained, rows, k_ll) -> tuple[np.ndarray, dict]:
+  """The test codes ``[N, d]`` and the metrics of codes and reconstructions:
+  kNN class accuracy, MSE, log-likelihood and ELBO."""
+  data, cfg = trained.data, trained.config
+  latents = rows.encode(data.x_test)
   metrics = {
     "knn_class_accuracy": evaluation.knn_class_accuracy(latents, data.labels_test)
   }
@@ -290,9 +322,15 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
     k_ll, data.x_test[:num], data.labels_test[:num], cfg.eval_ll_samples
   )
   metrics.update(log_likelihood=float(ll.mean()), elbo=float(elbo.mean()))
+  return latents, metrics
 
-  operators = trained.psi is not None
-  if operators:
+
+def _prior_samples(trained, rows, latents, k_prior):
+  """The encoded anchors ``[C, A, d]`` (none for a baseline) and prior
+  samples ``[K, S, d]``: around each anchor, or as many from a baseline's
+  own prior."""
+  data = trained.data
+  if trained.psi is not None:
     anchors = rows.encode(trained.anchors)  # [C, A, d]
     flat_anchors = anchors.reshape(-1, anchors.shape[-1])
     prior = rows.sample_around(k_prior, flat_anchors, NUM_PRIOR_SAMPLES)  # [K, S, d]
@@ -303,41 +341,58 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
         k_prior, NUM_PRIOR_SAMPLES * data.anchors.shape[0] * data.anchors.shape[1]
       )
     )[None]
-  if data.has_ground_truth:  # distances to the true manifold need it
-    decoded = rows.decode(prior.reshape(-1, prior.shape[-1]))
-    metrics["sample_manifold_distance"] = evaluation.manifold_distance(
-      decoded, data.manifold, data.noise_std
-    )
-    # The reference: the noisy test data's own distance, in the same units.
-    metrics["data_manifold_distance"] = evaluation.manifold_distance(
-      np.asarray(data.x_test), data.manifold, data.noise_std
-    )
+  return anchors, prior
 
-  orbits = magnitudes = traversals = None
-  if operators:
-    magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
-    orbits = operator_orbits(
-      trained.psi, anchors[:, 0], max_norm, transport_path=rows.transport_path
-    )
-    strongest = int(np.argmax(magnitudes))
-    dominant = orbits[strongest].reshape(-1, latents.shape[-1])
-    metrics["orbit_manifold_distance"] = evaluation.latent_path_distance(
+
+def _sample_distances(rows, data, prior) -> dict:
+  """How far decoded prior samples and the test data lie from the true
+  manifold, in the same units."""
+  decoded = rows.decode(prior.reshape(-1, prior.shape[-1]))
+  return {
+    "sample_manifold_distance": evaluation.manifold_distance(
+      decoded, data.manifold, data.noise_std
+    ),
+    # The reference: the noisy test data's own distance, in the same units.
+    "data_manifold_distance": evaluation.manifold_distance(
+      np.asarray(data.x_test), data.manifold, data.noise_std
+    ),
+  }
+
+
+def _orbit_metrics(trained, rows, anchors, latents, max_norm):
+  """The operators' orbits from the anchors and how far the strongest one's
+  stays on the codes (and, with ground truth, how far it goes along the
+  true curve): ``(metrics, orbits, magnitudes, traversals or None)``."""
+  magnitudes = np.linalg.norm(np.asarray(trained.psi), axis=(1, 2))
+  orbits = operator_orbits(
+    trained.psi, anchors[:, 0], max_norm, transport_path=rows.transport_path
+  )
+  strongest = int(np.argmax(magnitudes))
+  dominant = orbits[strongest].reshape(-1, latents.shape[-1])
+  metrics = {
+    "orbit_manifold_distance": evaluation.latent_path_distance(
       dominant[np.all(np.isfinite(dominant), axis=-1)], latents
     )
-    if data.has_ground_truth:
-      metrics["orbit_coverage"], traversals = _traversals(
-        trained, rows, anchors, strongest, max_norm
-      )
+  }
+  traversals = None
+  if trained.data.has_ground_truth:
+    metrics["orbit_coverage"], traversals = _traversals(
+      trained, rows, anchors, strongest, max_norm
+    )
+  return metrics, orbits, magnitudes, traversals
 
-  log(f"paths between {NUM_PATHS} test pairs ...")
-  pairs = _same_class_pairs(data.labels_test, NUM_PATHS, rng)
+
+def _path_metrics(trained, rows, latents, rng, k_path) -> tuple[dict, np.ndarray]:
+  """Paths between :data:`NUM_PATHS` same-class test pairs and how far they
+  (and straight lines) stay on the codes: ``(metrics, paths [P, T, d])``."""
+  pairs = _same_class_pairs(trained.data.labels_test, NUM_PATHS, rng)
   ts = np.linspace(0.0, 1.0, PATH_POINTS)
   paths = np.swapaxes(_paths(trained, rows, latents, pairs, ts, k_path), 0, 1)
   lines = (
     latents[pairs[:, 0], None] * (1 - ts[:, None])
     + latents[pairs[:, 1], None] * ts[:, None]
   )
-  metrics["path_manifold_distance"] = evaluation.latent_path_distance(paths, latents)
+  metrics = {"path_manifold_distance": evaluation.latent_path_distance(paths, latents)}
   # A path that never leaves z0 is trivially "on the data": report how far its
   # end is from z1, in the same units (median nearest-neighbour spacing).
   _, spacing = evaluation.nearest_neighbours(latents, latents, True)
@@ -348,28 +403,18 @@ def evaluate_and_report(trained, workdir, summary, log=None) -> dict:
   metrics["linear_path_manifold_distance"] = evaluation.latent_path_distance(
     lines, latents
   )
-  if operators:
-    metrics["operator_magnitudes"] = magnitudes.tolist()
+  return metrics, paths
 
-  if latents.shape[-1] == 2:
-    figures = _figures(
-      workdir, trained, rows, latents, anchors, prior, orbits, paths, magnitudes
-    )
-    if traversals is not None:
-      figures.append(
-        lambda: plotting.plot_orbits(
-          workdir / "orbit_traversal.png",
-          latents,
-          traversals,
-          title=f"longest orbit along the true curve: coverage "
-          f"{metrics['orbit_coverage']:.2f}",
-        )
-      )
-    for k, draw in enumerate(figures, 1):
-      log(f"drawing figure {k}/{len(figures)} ...")
-      draw()
-  write_markdown(workdir, {**summary, **metrics}, cfg, FIGURES)
-  return metrics
+
+def _traversal_figure(workdir, latents, traversals, metrics):
+  """The figure of the longest orbit along the true curve, to draw."""
+  return lambda: plotting.plot_orbits(
+    workdir / "orbit_traversal.png",
+    latents,
+    traversals,
+    title=f"longest orbit along the true curve: coverage "
+    f"{metrics['orbit_coverage']:.2f}",
+  )
 
 
 class _Later:

@@ -171,6 +171,17 @@ def _figures(workdir, models, data, seed_dir):
     )
 
 
+def _check_comparison(models, seeds) -> None:
+  """Known models, at least one, and at least one seed."""
+  unknown = [m for m in models if m not in MODEL_NAMES]
+  if unknown or not models:
+    raise ValueError(
+      f"models must be a non-empty subset of {MODEL_NAMES}, got {models!r}."
+    )
+  if seeds < 1:
+    raise ValueError(f"seeds must be >= 1, got {seeds}.")
+
+
 def run_comparison(
   config: Config,
   make_data,
@@ -200,13 +211,7 @@ def run_comparison(
     ValueError: for an unknown model, ``seeds < 1``, bad data, or a run
       folder of another configuration (without ``overwrite``).
   """
-  unknown = [m for m in models if m not in MODEL_NAMES]
-  if unknown or not models:
-    raise ValueError(
-      f"models must be a non-empty subset of {MODEL_NAMES}, got {models!r}."
-    )
-  if seeds < 1:
-    raise ValueError(f"seeds must be >= 1, got {seeds}.")
+  _check_comparison(models, seeds)
   workdir = pathlib.Path(workdir)
   seed_dir = lambda model, seed=0: workdir / model / f"seed{seed}"  # noqa: E731
   configs = {
@@ -229,7 +234,13 @@ def run_comparison(
   table = summarise(summaries)
   markdown = _markdown_table(table, seeds)
   _figures(workdir, models, first_data, seed_dir)
-  result = {"seeds": seeds, "models": table, "markdown_table": markdown}
+  _write_comparison(workdir, config, models, seeds, table, markdown)
+  return {"seeds": seeds, "models": table, "markdown_table": markdown}
+
+
+def _write_comparison(workdir, config, models, seeds, table, markdown) -> None:
+  """``comparison.json`` (the table) and ``comparison.md`` (it and the
+  figures)."""
   atomic_write_text(
     workdir / "comparison.json",
     json.dumps(
@@ -258,4 +269,3 @@ def run_comparison(
       ]
     ),
   )
-  return result

@@ -26,7 +26,7 @@ from vaells_jax.data.files import atomic_write_text
 from vaells_jax.evaluation import synthetic_report
 from vaells_jax.runs.verdict import verdict
 from vaells_jax.runs.workdir import WorkdirInUse, check_workdir, lock_workdir
-from vaells_jax.training import loop, population
+from vaells_jax.training import loop, placement, population_run
 from vaells_jax.training.checkpoint import (
   CHECKPOINT_DIR,
   CheckpointError,
@@ -104,26 +104,28 @@ def train_run(
   log=print,
   resume: bool = False,
   progress=None,
-  checked: bool = False,
+  already_checked: bool = False,
 ):
   """Trains ``config.model`` (see :func:`vaells_jax.training.loop.train_loop`), or a
   population of VAELLS members and its best (``config.population > 1``,
-  :func:`vaells_jax.training.population.train_population`), then polishes
+  :func:`vaells_jax.training.population_run.train_population`), then polishes
   the decoder (``config.decoder_polish_steps``,
-  :mod:`vaells_jax.training.polish`). ``checked``: a :class:`RunPlan` has
+  :mod:`vaells_jax.training.polish`). ``already_checked``: a :class:`RunPlan` has
   checked the data, workdir and checkpoints."""
   if config.population > 1:
-    state, info = population.train_population(
+    state, info = population_run.train_population(
       config,
       data,
       workdir,
       log=log,
       resume=resume,
       progress=progress,
-      checked=checked,
+      already_checked=already_checked,
     )
   else:
-    state, info = _train_single(config, data, workdir, log, resume, progress, checked)
+    state, info = _train_single(
+      config, data, workdir, log, resume, progress, already_checked
+    )
   if config.decoder_polish_steps and int(state.step) == config.num_steps:
     params, polished = polish_decoder(config, state.params, data.x_train)
     state = state.replace(params=params, step=state.step + polished["steps"])
@@ -142,7 +144,7 @@ def train_run(
   return state, info
 
 
-def _train_single(config, data, workdir, log, resume, progress, checked):
+def _train_single(config, data, workdir, log, resume, progress, already_checked):
   entry = MODELS[config.model]
   return loop.train_loop(
     config,
@@ -155,7 +157,7 @@ def _train_single(config, data, workdir, log, resume, progress, checked):
     progress=progress,
     describe=entry.describe,
     diagnose=entry.diagnose,
-    checked=checked,
+    already_checked=already_checked,
   )
 
 
@@ -180,7 +182,7 @@ class RunPlan:
     found: the checkpoint steps of the run and of its population when
       checked; :func:`execute` checks again only if they changed.
     cores: why a population's members run on fewer devices than cores
-      (:func:`vaells_jax.training.population.claim_cores`), or None.
+      (:func:`vaells_jax.training.placement.claim_cores`), or None.
   """
 
   config: Config
@@ -195,7 +197,7 @@ class RunPlan:
 def _found(workdir: pathlib.Path) -> tuple:
   return (
     tuple(saved_steps(workdir)),
-    tuple(saved_steps(workdir / population.POPULATION_DIR)),
+    tuple(saved_steps(workdir / population_run.POPULATION_DIR)),
   )
 
 
@@ -225,7 +227,7 @@ def plan_run(
       change ``num_steps`` (to train longer), ``log_every`` and
       ``checkpoint_every``; nothing else.
   """
-  cores = population.claim_cores(config.population)
+  cores = placement.claim_cores(config.population)
   check_data(config, data)
   if not is_main():
     return RunPlan(
@@ -235,49 +237,7 @@ def plan_run(
   found = _found(workdir)
   steps, population_steps = found
   if resume:
-    if not (workdir / CONFIG_NAME).exists():
-      raise ValueError(
-        f"Nothing to resume: {workdir} holds no run ({CONFIG_NAME} is missing)."
-      )
-    saved = config_from_json(workdir / CONFIG_NAME)
-    changed = [
-      f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
-      for f in dataclasses.fields(Config)
-      if getattr(saved, f.name) != getattr(config, f.name)
-      and not _may_change_on_resume(f.name, config)
-    ]
-    if changed:
-      raise CheckpointError(
-        f"The run in {workdir} has a different "
-        f"configuration ({'; '.join(changed)}); resume "
-        "with the same flags, or start another workdir."
-      )
-    if (workdir / DATA_NAME).exists():
-      saved_data = load_dataset(workdir / DATA_NAME)
-      if not (
-        np.array_equal(saved_data.x_train, data.x_train)
-        and np.array_equal(saved_data.labels_train, data.labels_train)
-      ):
-        raise CheckpointError(
-          f"The run in {workdir} was trained on different "
-          "data; resume with the same data."
-        )
-    polish = config.decoder_polish_steps  # a polished run's last checkpoint
-    if steps and config.num_steps + polish < steps[-1]:
-      least = steps[-1] - polish
-      raise ValueError(
-        f"config.num_steps={config.num_steps} is below the run's checkpoint at "
-        f"step {steps[-1]}"
-        + (f" (less its {polish} decoder polish steps: {least})" if polish else "")
-        + f"; resume with num_steps >= {least}."
-      )
-    identity = run_identity(config, data)
-    if steps:
-      verify_checkpoint(workdir, (checkpoint_steps(workdir) or steps)[-1], identity)
-    elif population_steps:
-      pop_dir = workdir / population.POPULATION_DIR
-      last = (checkpoint_steps(pop_dir) or population_steps)[-1]
-      verify_checkpoint(pop_dir, last, identity)
+    _check_resumable(config, data, workdir, steps, population_steps)
   elif (steps or population_steps) and not overwrite:
     raise ValueError(
       f"{workdir} already holds a run (checkpoints at steps "
@@ -286,6 +246,60 @@ def plan_run(
       "choose another folder (--workdir=DIR)."
     )
   return RunPlan(config, data, workdir, resume, overwrite, found, cores)
+
+
+def _check_resumable(config, data, workdir, steps, population_steps) -> None:
+  """:func:`plan_run`'s checks of a run to resume: the same configuration
+  and data, enough steps, and checkpoints that pass their checksums."""
+  _check_same_run(config, data, workdir)
+  polish = config.decoder_polish_steps  # a polished run's last checkpoint
+  if steps and config.num_steps + polish < steps[-1]:
+    least = steps[-1] - polish
+    raise ValueError(
+      f"config.num_steps={config.num_steps} is below the run's checkpoint at "
+      f"step {steps[-1]}"
+      + (f" (less its {polish} decoder polish steps: {least})" if polish else "")
+      + f"; resume with num_steps >= {least}."
+    )
+  identity = run_identity(config, data)
+  if steps:
+    verify_checkpoint(workdir, (checkpoint_steps(workdir) or steps)[-1], identity)
+  elif population_steps:
+    pop_dir = workdir / population_run.POPULATION_DIR
+    last = (checkpoint_steps(pop_dir) or population_steps)[-1]
+    verify_checkpoint(pop_dir, last, identity)
+
+
+def _check_same_run(config, data, workdir) -> None:
+  """The saved run in ``workdir`` has ``config`` (but what may change on
+  resume) and ``data``."""
+  if not (workdir / CONFIG_NAME).exists():
+    raise ValueError(
+      f"Nothing to resume: {workdir} holds no run ({CONFIG_NAME} is missing)."
+    )
+  saved = config_from_json(workdir / CONFIG_NAME)
+  changed = [
+    f"{f.name}: saved {getattr(saved, f.name)!r}, now {getattr(config, f.name)!r}"
+    for f in dataclasses.fields(Config)
+    if getattr(saved, f.name) != getattr(config, f.name)
+    and not _may_change_on_resume(f.name, config)
+  ]
+  if changed:
+    raise CheckpointError(
+      f"The run in {workdir} has a different "
+      f"configuration ({'; '.join(changed)}); resume "
+      "with the same flags, or start another workdir."
+    )
+  if (workdir / DATA_NAME).exists():
+    saved_data = load_dataset(workdir / DATA_NAME)
+    if not (
+      np.array_equal(saved_data.x_train, data.x_train)
+      and np.array_equal(saved_data.labels_train, data.labels_train)
+    ):
+      raise CheckpointError(
+        f"The run in {workdir} was trained on different "
+        "data; resume with the same data."
+      )
 
 
 def train_and_evaluate(
@@ -394,7 +408,12 @@ def _train_along(plan: RunPlan):
   the outputs and the evaluation. Returns ``(trained model, info)``."""
   config, data = plan.config, plan.data
   state, info = train_run(
-    config, data, plan.workdir, log=lambda line: None, resume=plan.resume, checked=True
+    config,
+    data,
+    plan.workdir,
+    log=lambda line: None,
+    resume=plan.resume,
+    already_checked=True,
   )
   entry = MODELS[config.model]
   return entry.trained(config, state, data), {"model": config.model, **info}
@@ -406,7 +425,7 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
   config, data, workdir = plan.config, plan.data, plan.workdir
   if plan.overwrite and not plan.resume:
     shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
-    shutil.rmtree(workdir / population.POPULATION_DIR, ignore_errors=True)
+    shutil.rmtree(workdir / population_run.POPULATION_DIR, ignore_errors=True)
   atomic_write_text(
     workdir / CONFIG_NAME, json.dumps(dataclasses.asdict(config), indent=2)
   )
@@ -416,7 +435,13 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
   else:
     (workdir / INPUT_MAP_NAME).unlink(missing_ok=True)
   state, info = train_run(
-    config, data, workdir, log, resume=plan.resume, progress=progress, checked=True
+    config,
+    data,
+    workdir,
+    log,
+    resume=plan.resume,
+    progress=progress,
+    already_checked=True,
   )
   entry = MODELS[config.model]
   summary = {

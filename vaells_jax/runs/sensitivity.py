@@ -45,7 +45,7 @@ from vaells_jax.evaluation.synthetic_report import (
   operator_orbits,
 )
 from vaells_jax.runs.compare import _run_one
-from vaells_jax.training import loop, population
+from vaells_jax.training import loop, population, selection
 from vaells_jax.training.guards import check_data
 
 __all__ = [
@@ -78,7 +78,7 @@ CHECK_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)  # where every member's signals ar
 def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
   """One seed: the population to the end, every member's signals at each of
   :data:`CHECK_FRACTIONS` of the steps, then every member's ground truth."""
-  k = population.selection_step(config)
+  k = selection.selection_step(config)
   step = population.make_population_step(config, data.data_dim)
   quiet = dict(
     init=population.init_population,
@@ -93,7 +93,7 @@ def _seed_study(config: Config, data, workdir: pathlib.Path, log) -> dict:
     state, _ = loop.train_loop(
       dataclasses.replace(config, num_steps=at), data, workdir, resume=True, **quiet
     )
-    signals_at[str(at)] = population.selection_signals(state, config, data, step)
+    signals_at[str(at)] = selection.selection_signals(state, config, data, step)
   signals = signals_at[str(k)]
   key = eval_keys(config.seed)[0]
   members = []
@@ -185,8 +185,8 @@ def summarise_study(studies: list[dict]) -> dict:
   for name in SELECT_SIGNALS:
     if not all(name in s["signals"] for s in studies):  # a study.json of before
       continue
-    picks = [population.select(s["signals"], name)[0] for s in studies]
-    sign = population.SIGN[name]
+    picks = [selection.select(s["signals"], name)[0] for s in studies]
+    sign = selection.SIGN[name]
     scores = np.concatenate([-sign * np.asarray(s["signals"][name]) for s in studies])
     rows[name] = {
       "population_success_rate": float(
@@ -397,11 +397,24 @@ def grid_study(
       configuration (without ``overwrite``).
   """
   ops, anchors, seeds = tuple(ops), tuple(anchors), tuple(seeds)
+  workdir = pathlib.Path(workdir)
+  cell_dir = lambda m, a, s: workdir / f"M{m}_Na{a}" / f"seed{s}"  # noqa: E731
+  grid = (ops, anchors, seeds)
+  configs = _check_grid(config, make_data, grid, cell_dir, overwrite)
+  summaries, digits = _train_grid(configs, make_data, grid, cell_dir, log, overwrite)
+  result = _grid_result(config, grid, summaries, digits)
+  atomic_write_text(workdir / "grid.json", json.dumps(result, indent=2))
+  atomic_write_text(workdir / "grid.md", _grid_markdown(result))
+  return result
+
+
+def _check_grid(config: Config, make_data, grid, cell_dir, overwrite) -> dict:
+  """:func:`grid_study`'s checks before anything trains; returns each
+  ``(M, seed)``'s configuration (which :class:`Config` validates)."""
+  ops, anchors, seeds = grid
   for name, values in (("ops", ops), ("anchors", anchors), ("seeds", seeds)):
     if not values or len(set(values)) != len(values):
       raise ValueError(f"{name} must be distinct values, at least one: {values}")
-  workdir = pathlib.Path(workdir)
-  cell_dir = lambda m, a, s: workdir / f"M{m}_Na{a}" / f"seed{s}"  # noqa: E731
   configs = {  # Config validates each one here, before any training
     (m, s): dataclasses.replace(config, num_ops=m, seed=s) for m in ops for s in seeds
   }
@@ -411,6 +424,13 @@ def grid_study(
         _check_cell_folder(configs[m, s], cell_dir(m, a, s), overwrite)
   for a in anchors[1:]:  # e.g. more anchors than a class has digits
     check_data(configs[ops[0], seeds[0]], make_data(configs[ops[0], seeds[0]], a))
+  return configs
+
+
+def _train_grid(configs, make_data, grid, cell_dir, log, overwrite):
+  """Every cell's runs: ``(summaries {(M, N_a): [summary per seed]},
+  training digits {N_a: count})``."""
+  ops, anchors, seeds = grid
   summaries = {(m, a): [] for m in ops for a in anchors}
   digits = {}
   for a in anchors:
@@ -422,6 +442,12 @@ def grid_study(
         summaries[m, a].append(
           _run_one(configs[m, s], data, cell_dir(m, a, s), log, overwrite)
         )
+  return summaries, digits
+
+
+def _grid_result(config: Config, grid, summaries, digits) -> dict:
+  """:func:`grid_study`'s result: the budget, the seeds and every cell."""
+  ops, anchors, seeds = grid
   cells = [
     {
       "num_ops": m,
@@ -433,7 +459,7 @@ def grid_study(
     for m in ops
     for a in anchors
   ]
-  result = {
+  return {
     "num_steps": config.num_steps,
     "warmup_steps": config.warmup_steps,
     "eval_ll_points": config.eval_ll_points,
@@ -441,9 +467,6 @@ def grid_study(
     "seeds": list(seeds),
     "cells": cells,
   }
-  atomic_write_text(workdir / "grid.json", json.dumps(result, indent=2))
-  atomic_write_text(workdir / "grid.md", _grid_markdown(result))
-  return result
 
 
 def _number(x) -> str:

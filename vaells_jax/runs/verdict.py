@@ -39,7 +39,7 @@ from vaells_jax.training.coverage import (
   coverage_signals,
   pairwise_distances,
 )
-from vaells_jax.training.population import OPERATOR_NORM_LIMIT
+from vaells_jax.training.selection import OPERATOR_NORM_LIMIT
 
 __all__ = [
   "THRESHOLDS",
@@ -201,23 +201,8 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
   ``uncertain`` between the coverage thresholds.
   """
   limits = {**THRESHOLDS, **(thresholds or {})}
-  broken = []
-  measured = {k: v for k, v in signals.items() if k not in NOISE_SIGNALS}
-  if not all(np.isfinite(v) for v in measured.values()):
-    broken.append("a signal is not finite")
-  if signals["reconstruction_error"] > limits["reconstruction_error_max"]:
-    broken.append(
-      f"reconstruction_error {signals['reconstruction_error']:.3g} > "
-      f"{limits['reconstruction_error_max']}: the networks do not reconstruct "
-      "the data"
-    )
-  if signals["operator_norm"] > limits["operator_norm_max"]:
-    broken.append(
-      f"operator_norm {signals['operator_norm']:.3g} > "
-      f"{limits['operator_norm_max']}: the operators blew up"
-    )
+  broken = _blown_up(signals, limits)
   coverage = signals["latent_coverage"]
-  levels = signals.get("reconstruction_noise_levels", float("nan"))
   if broken:
     return _said("not learned", broken, signals, limits)
   if coverage < limits["coverage_low"]:
@@ -235,7 +220,38 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
   reasons = [
     f"latent_coverage {coverage:.2f} >= {limits['coverage_learned']}: an "
     "operator's orbits pass its class's encodings"
-  ]
+  ] + _far_off(signals, limits)
+  if len(reasons) > 1:
+    return _said("uncertain", reasons, signals, limits)
+  return _said("learned", reasons, signals, limits)
+
+
+def _blown_up(signals: dict, limits: dict) -> list:
+  """Why the run is broken (a signal not finite, reconstructions or
+  operators blown up): a reason each, or none."""
+  broken = []
+  measured = {k: v for k, v in signals.items() if k not in NOISE_SIGNALS}
+  if not all(np.isfinite(v) for v in measured.values()):
+    broken.append("a signal is not finite")
+  if signals["reconstruction_error"] > limits["reconstruction_error_max"]:
+    broken.append(
+      f"reconstruction_error {signals['reconstruction_error']:.3g} > "
+      f"{limits['reconstruction_error_max']}: the networks do not reconstruct "
+      "the data"
+    )
+  if signals["operator_norm"] > limits["operator_norm_max"]:
+    broken.append(
+      f"operator_norm {signals['operator_norm']:.3g} > "
+      f"{limits['operator_norm_max']}: the operators blew up"
+    )
+  return broken
+
+
+def _far_off(signals: dict, limits: dict) -> list:
+  """Why a covering run is only ``uncertain``: reconstructions or prior
+  samples too many noise levels off the data (a reason each), or none."""
+  reasons = []
+  levels = signals.get("reconstruction_noise_levels", float("nan"))
   if levels > limits["reconstruction_noise_levels_max"]:
     reasons.append(
       f"but reconstruction_noise_levels {levels:.3g} > "
@@ -249,9 +265,7 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
       f"{limits['sample_noise_levels_max']}: the prior's samples lie far off "
       "the data's manifold for its noise"
     )
-  if len(reasons) > 1:
-    return _said("uncertain", reasons, signals, limits)
-  return _said("learned", reasons, signals, limits)
+  return reasons
 
 
 def _said(word, reasons, signals, limits) -> dict:

@@ -349,6 +349,29 @@ def restore_checkpoint(
       ``target``'s (a checkpoint of a different configuration) — never a
       silent fresh start.
   """
+  folder = pathlib.Path(workdir) / CHECKPOINT_DIR
+  step = _checkpoint_step(workdir, step)
+  if verify:
+    verify_checkpoint(workdir, step, identity)
+  _check_layout(folder / str(step), target)
+  try:
+    with _quiet_stderr(), _manager(workdir, create=False) as manager:
+      restored = manager.restore(step, args=ocp.args.StandardRestore(target))
+  except Exception as e:  # tensorstore, JSON and tree errors alike
+    raise CheckpointError(
+      f"Checkpoint {folder / str(step)} is corrupt or was written by a "
+      f"different configuration ({_first_words(e)})."
+    ) from None
+  _check_restored(folder / str(step), target, restored, step)
+  return restored
+
+
+def _checkpoint_step(workdir, step: int | None) -> int:
+  """The saved step ``step`` (None: the latest) in ``workdir``.
+
+  Raises:
+    CheckpointError: for none saved, or not that step.
+  """
   steps = checkpoint_steps(workdir)
   folder = pathlib.Path(workdir) / CHECKPOINT_DIR
   if not steps:
@@ -361,28 +384,26 @@ def restore_checkpoint(
     raise CheckpointError(
       f"No checkpoint for step {step} in {folder}; there are: {steps}."
     )
-  if verify:
-    verify_checkpoint(workdir, step, identity)
-  _check_layout(folder / str(step), target)
-  try:
-    with _quiet_stderr(), _manager(workdir, create=False) as manager:
-      restored = manager.restore(step, args=ocp.args.StandardRestore(target))
-  except Exception as e:  # tensorstore, JSON and tree errors alike
-    raise CheckpointError(
-      f"Checkpoint {folder / str(step)} is corrupt or was written by a "
-      f"different configuration ({_first_words(e)})."
-    ) from None
+  return step
+
+
+def _check_restored(path, target, restored, step: int) -> None:
+  """A restored state has ``target``'s structure, shapes and dtypes and the
+  step of its folder ``path``.
+
+  Raises:
+    CheckpointError: naming the first difference.
+  """
   expected, found = _describe(target), _describe(restored)
   if expected != found:
     diff = next(
       (e, f) for e, f in zip(expected + [None], found + [None], strict=False) if e != f
     )
     raise CheckpointError(
-      f"Checkpoint {folder / str(step)} does not match this configuration: "
+      f"Checkpoint {path} does not match this configuration: "
       f"expected {diff[0]}, found {diff[1]}."
     )
   if int(restored.step) != step:
     raise CheckpointError(
-      f"Checkpoint {folder / str(step)} holds step {int(restored.step)}; it is corrupt."
+      f"Checkpoint {path} holds step {int(restored.step)}; it is corrupt."
     )
-  return restored

@@ -43,6 +43,14 @@ def check_data(config: Config, data: Dataset) -> None:
       range, a class without anchors, fewer points than the batch).
   """
   x, labels, anchors = data.x_train, data.labels_train, data.anchors
+  _check_points(config, x)
+  _check_labels_and_anchors(x, labels, anchors)
+  _check_run_fits(config, x)
+
+
+def _check_points(config: Config, x) -> None:
+  """The training points ``[N, D]``: shape, dtype, finite, images where the
+  config needs them."""
   if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
     raise ValueError(
       f"The training data must be [N, D] with N >= 1 and D >= 1, got shape {x.shape}."
@@ -65,6 +73,10 @@ def check_data(config: Config, data: Dataset) -> None:
       f"config.network='conv' and image rotation need 28 x 28 "
       f"images flattened to [N, 784], got D={x.shape[1]}."
     )
+
+
+def _check_labels_and_anchors(x, labels, anchors) -> None:
+  """One label per point, anchors ``[C, A, D]`` for every label's class."""
   if labels.shape != (x.shape[0],):
     raise ValueError(
       f"Expected one label per training point, shape "
@@ -88,6 +100,11 @@ def check_data(config: Config, data: Dataset) -> None:
       f"anchor set per class), got [{labels.min()}, "
       f"{labels.max()}]."
     )
+
+
+def _check_run_fits(config: Config, x) -> None:
+  """What the run needs of the data and the machine: processes, devices,
+  enough points for the batch and the pseudo-inputs, memory."""
   if jax.process_count() > 1 and not config.data_parallel:
     raise ValueError(
       f"This run has {jax.process_count()} processes: they train one model "

@@ -4,10 +4,38 @@
 passes its initial state and step) for ``config.num_steps`` steps, writing
 ``metrics.jsonl`` and orbax checkpoints into the workdir, and resumes from
 the latest checkpoint bit for bit.
+
+Each line of ``metrics.jsonl`` holds the mean of each metric over the steps
+since the previous line (counters and the ``Psi`` rate: their value at the
+line's step). Checkpoints are written every ``config.checkpoint_every`` steps
+and at the end (``workdir/checkpoints``). Batches and noise are pure
+functions of ``(seed, step)``, so with ``resume=True`` a run continues from
+its latest checkpoint and reaches the same parameters as a run never
+interrupted.
+
+A step with a non-finite loss or gradient is skipped by the step itself
+(counted in ``state.net_skipped``, in a row in ``state.bad_streak``); after
+``config.max_bad_steps`` such steps in a row the run stops with
+:class:`TrainingDiverged`, keeping its last checkpoint (none is written
+while steps are failing).
+
+The log receives the phases (lines ending in ``...``) and a line every
+``config.log_every`` steps with the rate, percentage and ETA; a model's own
+``describe`` and ``diagnose`` come from its entry in
+:data:`vaells_jax.api.MODELS`.
+
+In a run across processes (:mod:`vaells_jax.training.distributed`) every
+process calls :func:`train_loop` alike; process 0 alone logs and reads and
+writes ``workdir``, and the others start from its (initial or resumed) state.
+
+After SIGTERM or SIGINT (received in the main thread) the step under way is
+finished and checkpointed, then :class:`TrainingInterrupted` is raised:
+``resume=True`` continues from that step.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -179,142 +207,159 @@ def train_loop(
   progress: Callable[[int, int], None] | None = None,
   describe: Callable[[dict], str] = describe_metrics,
   diagnose: Callable[[Any, Config], str] = likely_cause,
-  checked: bool = False,
+  already_checked: bool = False,
 ):
-  """Trains, logging to ``workdir/metrics.jsonl`` and checkpointing.
+  """Trains, logging to ``workdir/metrics.jsonl`` and checkpointing (module
+  docstring: the lines, checkpoints, resuming, divergence, processes).
 
   ``init(key, config, data)`` makes the initial state and
   ``make_step(config, data_dim, mesh)`` the jitted step (an entry of
-  :data:`vaells_jax.api.MODELS`). Each line of ``metrics.jsonl`` holds the
-  mean of each metric over the steps since the previous line (counters and
-  the ``Psi`` rate: their value at the line's step).
-
-  Checkpoints are written every ``config.checkpoint_every`` steps and at the
-  end (``workdir/checkpoints``). Batches and noise are pure functions of
-  ``(seed, step)``, so with ``resume=True`` a run continues from its latest
-  checkpoint and reaches the same parameters as a run never interrupted.
-
-  A step with a non-finite loss or gradient is skipped by the step itself
-  (counted in ``state.net_skipped``, in a row in ``state.bad_streak``);
-  after ``config.max_bad_steps`` such steps in a row the run stops with
-  :class:`TrainingDiverged`, keeping its last checkpoint (none is written
-  while steps are failing).
-
-  ``log`` receives the phases (lines ending in ``...``) and a line every
-  ``config.log_every`` steps with the rate, percentage and ETA;
-  ``progress(done, num_steps)``, if given, is called after every step (a
-  progress bar). ``describe(metrics)`` writes a line's metrics and
-  ``diagnose(state, config)`` names the likely cause of a diverged run (a
-  model's own come from its entry in :data:`vaells_jax.api.MODELS`).
-  ``checked=True``: the caller has checked the data and the workdir and
-  verified the checkpoint this resumes from
+  :data:`vaells_jax.api.MODELS`). ``log`` receives the phases and the
+  lines; ``progress(done, num_steps)``, if given, is called after every step.
+  ``describe(metrics)`` writes a line's metrics and ``diagnose(state,
+  config)`` names the likely cause of a diverged run.
+  ``already_checked=True``: the caller has checked the data and the workdir
+  and verified the checkpoint this resumes from
   (:func:`vaells_jax.runs.runner.plan_run`); they are not checked again.
-
-  In a run across processes (:mod:`vaells_jax.training.distributed`) every
-  process calls this alike; process 0 alone logs and reads and writes
-  ``workdir``, and the others start from its (initial or resumed) state.
 
   Returns:
     ``(state, info)``: the state on this process's devices (across
     processes, a copy of the replicated state on its first device), and
-    ``info = {"steps", "train_time_s", "compile_time_s",
-    "resumed_from_step"}``; ``train_time_s`` is the time
-    spent stepping after the first step, ``compile_time_s`` that first step
-    (compilation included), so their sum is the whole loop.
+    ``info = {"steps", "train_time_s", "compile_time_s", "resumed_from_step"}``
+    (``compile_time_s``: the first step, compilation included;
+    ``train_time_s``: the steps after it).
 
   Raises:
     ValueError: for data that do not fit ``config``, or a ``workdir`` that
       holds checkpoints when not resuming (they would be mixed with this run's).
-    CheckpointError: for a checkpoint that is corrupt or of another
-      configuration (when resuming).
-    TrainingDiverged: as described above.
-    TrainingInterrupted: after SIGTERM or SIGINT (received in the main
-      thread): the step under way is finished and checkpointed first, so
-      ``resume=True`` continues from it.
+    CheckpointError: for a resumed checkpoint, corrupt or of another config.
+    TrainingDiverged, TrainingInterrupted: module docstring.
   """
-  if not checked:
-    check_data(config, data)
   workdir = pathlib.Path(workdir)
   main = is_main()  # across processes, process 0 alone touches the workdir
   log = log if main else _quiet
-  identity = run_identity(config, data)
-  state, found = _initial_state(
-    config, data, workdir, init, identity, resume, checked, main, log
+  state, found, identity = _initial_state(
+    config, data, workdir, init, resume, already_checked, main, log
   )
   first_step = int(state.step)
-  metrics_path = workdir / METRICS_NAME if main else pathlib.Path(os.devnull)
-  if main:
-    _truncate_metrics(metrics_path, first_step if resume else -1, log)
-
+  metrics_path = _metrics_path(workdir, main, first_step if resume else -1, log)
   mesh = data_parallel_mesh() if config.data_parallel else None
   step_fn = make_step(config, data.data_dim, mesh)
-  place = _batch_placement(mesh)
   if mesh is not None:
     state = replicate(state, mesh)
-
-  def save(state):
-    if main:
-      save_checkpoint(workdir, checkpointable(state), identity)
-
-  x = np.asarray(data.x_train, np.float32)
-  labels = np.asarray(data.labels_train, np.int32)
-  step_key = jax.random.PRNGKey(config.seed + 1)
-  if first_step < config.num_steps:
-    log("compiling the training step (the first step; 10-60 s on a CPU) ...")
-  start = time.perf_counter()
-  compile_time = 0.0
-  streak = None  # bad_streak of the previous step, read one step late
-  with deferred_signals() as signals, open(metrics_path, "a") as metrics_file:
-    lines = _Lines(metrics_file, first_step, config.num_steps, log, describe)
-    for step in range(first_step, config.num_steps):
-      in_block = (step - first_step) % _KEY_BLOCK
-      if in_block == 0:
-        keys = np.asarray(_fold_in_block(step_key, step, np.arange(_KEY_BLOCK)))
-      key = keys[in_block]
-      idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
-      previous = state
-      state, metrics = step_fn(
-        state,
-        place({"x": x[idx], "label": labels[idx]}),
-        key if mesh is None else jax.device_put(key),
-      )
-      # Only the previous step's results are read here (its metrics and
-      # counter, on the host), so the device runs the step just dispatched
-      # meanwhile. A population stops when every member is failing.
-      lines.add(metrics)
-      if streak is not None:
-        _stop_if_diverged(streak, step, previous, config, log, diagnose, workdir)
-      streak = state.bad_streak
-      if step == first_step:
-        jax.block_until_ready(state)
-        compile_time = time.perf_counter() - start
-        lines.restart_clock()
-        log(
-          f"compiled in {compile_time:.1f} s; training steps {first_step + 1}.."
-          f"{config.num_steps} ..."
-        )
-      done = step + 1
-      if progress is not None:
-        progress(done, config.num_steps)
-      if done % config.log_every == 0 or done == config.num_steps:
-        lines.write(done, metrics)
-      _save_or_stop(done, state, signals, save, config, log)
+  save = functools.partial(_save, workdir, identity) if main else _no_save
+  run = _Run(config, step_fn, mesh, save, log, progress, diagnose, workdir)
+  state, info = run.steps(state, data, first_step, metrics_path, describe)
   if not found and first_step >= config.num_steps:
     save(state)  # nothing to train (a population kept at its last step)
-  train_time = time.perf_counter() - start - compile_time
-  return host_local(state), {
-    "steps": config.num_steps,
-    "train_time_s": train_time,
-    "compile_time_s": compile_time,
-    "resumed_from_step": first_step,
-  }
+  return host_local(state), info
 
 
-def _initial_state(config, data, workdir, init, identity, resume, checked, main, log):
+class _Run:
+  """:func:`train_loop`'s steps, once the state, the step and the workdir
+  are ready: what the steps need besides the state and the data."""
+
+  def __init__(self, config, step_fn, mesh, save, log, progress, diagnose, workdir):
+    self.config, self.step_fn, self.mesh, self.save = config, step_fn, mesh, save
+    self.log, self.progress, self.diagnose = log, progress, diagnose
+    self.workdir = workdir
+
+  def steps(self, state, data, first_step, metrics_path, describe):
+    """Steps ``first_step`` to ``config.num_steps``: ``(state, info)`` as
+    :func:`train_loop`'s (module docstring)."""
+    config, log = self.config, self.log
+    x = np.asarray(data.x_train, np.float32)
+    labels = np.asarray(data.labels_train, np.int32)
+    step_key = jax.random.PRNGKey(config.seed + 1)
+    place = _batch_placement(self.mesh)
+    if first_step < config.num_steps:
+      log("compiling the training step (the first step; 10-60 s on a CPU) ...")
+    start = time.perf_counter()
+    compile_time = 0.0
+    streak = None  # bad_streak of the previous step, read one step late
+    with deferred_signals() as signals, open(metrics_path, "a") as metrics_file:
+      lines = _Lines(metrics_file, first_step, config.num_steps, log, describe)
+      for step in range(first_step, config.num_steps):
+        in_block = (step - first_step) % _KEY_BLOCK
+        if in_block == 0:
+          keys = np.asarray(_fold_in_block(step_key, step, np.arange(_KEY_BLOCK)))
+        idx = batch_indices(config.seed, step, x.shape[0], config.batch_size)
+        previous = state
+        state, metrics = self.step_fn(
+          state, place({"x": x[idx], "label": labels[idx]}), self._key(keys[in_block])
+        )
+        # Only the previous step's results are read here (its metrics and
+        # counter, on the host), so the device runs the step just dispatched
+        # meanwhile. A population stops when every member is failing.
+        lines.add(metrics)
+        if streak is not None:
+          _stop_if_diverged(
+            streak, step, previous, config, log, self.diagnose, self.workdir
+          )
+        streak = state.bad_streak
+        if step == first_step:
+          compile_time = self._compiled(state, start, first_step, lines)
+        self._after_step(step + 1, state, metrics, lines, signals)
+    return state, {
+      "steps": config.num_steps,
+      "train_time_s": time.perf_counter() - start - compile_time,
+      "compile_time_s": compile_time,
+      "resumed_from_step": first_step,
+    }
+
+  def _key(self, key):
+    """A step's key, on the devices where the batch is split over a mesh."""
+    return key if self.mesh is None else jax.device_put(key)
+
+  def _compiled(self, state, start, first_step, lines) -> float:
+    """After the first step: its time (compilation included), logged."""
+    jax.block_until_ready(state)
+    compile_time = time.perf_counter() - start
+    lines.restart_clock()
+    self.log(
+      f"compiled in {compile_time:.1f} s; training steps {first_step + 1}.."
+      f"{self.config.num_steps} ..."
+    )
+    return compile_time
+
+  def _after_step(self, done, state, metrics, lines, signals) -> None:
+    """Progress, the metrics line where due, a checkpoint where due."""
+    config = self.config
+    if self.progress is not None:
+      self.progress(done, config.num_steps)
+    if done % config.log_every == 0 or done == config.num_steps:
+      lines.write(done, metrics)
+    _save_or_stop(done, state, signals, self.save, config, self.log)
+
+
+def _metrics_path(workdir, main: bool, last_step: int, log) -> pathlib.Path:
+  """Where the lines go: ``workdir/metrics.jsonl``, its steps after
+  ``last_step`` dropped (process 0), or nowhere (the others)."""
+  if not main:
+    return pathlib.Path(os.devnull)
+  path = workdir / METRICS_NAME
+  _truncate_metrics(path, last_step, log)
+  return path
+
+
+def _no_save(state) -> None:
+  """The checkpoints of processes other than 0."""
+
+
+def _save(workdir, identity, state) -> None:
+  """Checkpoints ``state`` in ``workdir`` (process 0's)."""
+  save_checkpoint(workdir, checkpointable(state), identity)
+
+
+def _initial_state(config, data, workdir, init, resume, already_checked, main, log):
   """The state to train from, restored from the workdir's latest checkpoint
-  where it has one, and whether it had: ``(state, found)``."""
+  where it has one, whether it had and the run's identity:
+  ``(state, found, identity)``."""
+  if not already_checked:
+    check_data(config, data)
+  identity = run_identity(config, data)
   found = saved_steps(workdir) if main else []
-  if found and not resume and not checked:
+  if found and not resume and not already_checked:
     raise ValueError(
       f"{workdir} already holds checkpoints (steps "
       f"{found}); resume that run or use an empty "
@@ -329,12 +374,12 @@ def _initial_state(config, data, workdir, init, identity, resume, checked, main,
       workdir,
       checkpointable(state),
       identity=identity,
-      verify=not checked,
+      verify=not already_checked,
     )
     log(f"resuming from the checkpoint at step {int(state.step)}")
   elif resume:
     log(f"no checkpoint in {workdir} yet: starting from step {int(state.step)}")
-  return broadcast_from_main(state), bool(found)
+  return broadcast_from_main(state), bool(found), identity
 
 
 class _Lines:

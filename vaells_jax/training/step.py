@@ -240,33 +240,7 @@ def train_step_fn(model: Model, warmup: bool | None = None):
     noise = draw_noise(k_noise, cfg, phase, batch["x"].shape[0])
     mu = model.encode(state.params, batch["x"])
     z = sample_posterior_latents(state.psi, mu, noise)
-
-    def infer():
-      anchors = model.encode_anchors(state.params, batch["source"])
-      args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
-      return anchors, infer_step_coefficients(model, *args, k_inf)
-
-    def skipped():
-      return jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer))
-
-    # Warm-up trains the reconstruction alone: no anchors, no inference (the
-    # warm-up program does not compile it). Elsewhere, on a CPU, the
-    # inference stays in a conditional even where warm-up is known to be
-    # over (it has no gradient, so it runs at full speed there): outside one,
-    # XLA's CPU scheduler deadlocked the rotated-MNIST step with the exact
-    # solver. A GPU would read that conditional's predicate on the host
-    # every step, so there the step past warm-up just infers.
-    def after_warmup(step):
-      return jax.lax.cond(step < cfg.warmup_steps, skipped, infer)
-
-    if phase.warmup is True:
-      anchors, inferred = skipped()
-    elif phase.warmup is False:
-      anchors, inferred = backend.per_platform(
-        after_warmup, lambda step: infer(), state.step
-      )
-    else:
-      anchors, inferred = after_warmup(state.step)
+    anchors, inferred = _infer_unless_warmup(model, state, batch, mu, z, k_inf, phase)
 
     def loss(params):
       terms = objective_terms(model, params, batch, noise, inferred, phase)
@@ -274,15 +248,6 @@ def train_step_fn(model: Model, warmup: bool | None = None):
 
     (_, terms), grads = jax.value_and_grad(loss, has_aux=True)(state.params)
     grads = poison_if_not_finite(terms.total, grads)
-
-    def transport_part_at(params):
-      # Same samples z and coefficients as the current objective (paper
-      # Algorithm 1), other Psi.
-      log_q, log_p, frobenius = transport_terms(
-        cfg, params["psi"], *jax.lax.stop_gradient((mu, anchors, z)), inferred, phase
-      )
-      return log_q - log_p + frobenius
-
     updates, opt_state = optimizer.update(
       grads,
       state.opt_state,
@@ -291,33 +256,83 @@ def train_step_fn(model: Model, warmup: bool | None = None):
       update_psi=phase.update_psi,
       step=state.step,
       value=terms.transport_part,
-      value_fn=transport_part_at,
+      value_fn=_transport_part_at(cfg, mu, anchors, z, inferred, phase),
     )
     new_state = state.replace(
       step=state.step + 1,
       params=optax.apply_updates(state.params, updates),
       opt_state=opt_state,
     )
-    psi_state = psi_step_state(opt_state)
-    accepted = (psi_state.attempted > state.psi_attempted) & (
-      psi_state.rejected == state.psi_rejected
-    )
-    metrics = {
-      "loss": terms.total,
-      "recon": terms.recon,
-      "log_q": terms.log_q,
-      "log_p": terms.log_p,
-      "frobenius": terms.frobenius,
-      "lr_psi": psi_state.lr,
-      "psi_rejected": psi_state.rejected,
-      "psi_accepted": accepted,
-      "net_skipped": new_state.net_skipped,
-      "inference_iters": jnp.mean(inferred.prior.num_iter.astype(jnp.float32)),
-      "inference_converged": jnp.mean(inferred.prior.converged.astype(jnp.float32)),
-    }
-    return new_state, metrics
+    return new_state, _step_metrics(state, new_state, terms, inferred)
 
   return train_step
+
+
+def _infer_unless_warmup(model: Model, state, batch, mu, z, key, phase: Phase):
+  """The step's inference, ``(anchors, inferred)``: the anchors' codes and
+  the coefficients of the posterior and prior pairs; zeros during warm-up.
+
+  Warm-up trains the reconstruction alone: no anchors, no inference (the
+  warm-up program does not compile it). Elsewhere, on a CPU, the inference
+  stays in a conditional even where warm-up is known to be over (it has no
+  gradient, so it runs at full speed there): outside one, XLA's CPU
+  scheduler deadlocked the rotated-MNIST step with the exact solver. A GPU
+  would read that conditional's predicate on the host every step, so there
+  the step past warm-up just infers.
+  """
+
+  def infer():
+    anchors = model.encode_anchors(state.params, batch["source"])
+    args = jax.lax.stop_gradient((state.psi, mu, anchors, z))
+    return anchors, infer_step_coefficients(model, *args, key)
+
+  def skipped():
+    return jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(infer))
+
+  def after_warmup(step):
+    return jax.lax.cond(step < model.config.warmup_steps, skipped, infer)
+
+  if phase.warmup is True:
+    return skipped()
+  if phase.warmup is False:
+    return backend.per_platform(after_warmup, lambda step: infer(), state.step)
+  return after_warmup(state.step)
+
+
+def _transport_part_at(cfg: Config, mu, anchors, z, inferred, phase: Phase):
+  """The transport part of the objective as a function of ``Psi`` alone:
+  the same samples ``z`` and coefficients as the current objective (paper
+  Algorithm 1), other ``Psi`` (the ``Psi`` step's accept/reject test)."""
+
+  def transport_part_at(params):
+    log_q, log_p, frobenius = transport_terms(
+      cfg, params["psi"], *jax.lax.stop_gradient((mu, anchors, z)), inferred, phase
+    )
+    return log_q - log_p + frobenius
+
+  return transport_part_at
+
+
+def _step_metrics(state, new_state, terms, inferred) -> dict:
+  """A step's metrics: the loss terms, the ``Psi`` step's rate and counts,
+  skipped steps and the inference's iterations and convergence."""
+  psi_state = psi_step_state(new_state.opt_state)
+  accepted = (psi_state.attempted > state.psi_attempted) & (
+    psi_state.rejected == state.psi_rejected
+  )
+  return {
+    "loss": terms.total,
+    "recon": terms.recon,
+    "log_q": terms.log_q,
+    "log_p": terms.log_p,
+    "frobenius": terms.frobenius,
+    "lr_psi": psi_state.lr,
+    "psi_rejected": psi_state.rejected,
+    "psi_accepted": accepted,
+    "net_skipped": new_state.net_skipped,
+    "inference_iters": jnp.mean(inferred.prior.num_iter.astype(jnp.float32)),
+    "inference_converged": jnp.mean(inferred.prior.converged.astype(jnp.float32)),
+  }
 
 
 class PhasedStep:

@@ -1,41 +1,38 @@
 """The coefficient solvers behind ``infer_coefficients``: one module each, and
 one line each in :data:`SOLVERS`.
 
-A solver with starts solves every start of every pair::
+Every solver is a function of the one form :class:`Solve`: it solves every
+start of every pair. ``infer_coefficients`` draws the starts, calls it, and
+keeps each pair's best start. A solver whose answer does not depend on a
+start (``exact``: ``takes_starts=False`` in its entry) reads only the shape
+of ``init`` and is called with one start.
 
-    solve(init [R, N, M], psi [M, d, d], z0 [N, d], z1 [N, d], l1_weight [N],
-          *, max_iter, tol) -> (coeffs [R, N, M], num_iter [R, N], error [R, N])
-
-(``error``: the measure its tolerance applies to; ``error <= tol`` is
-converged). ``infer_coefficients`` draws the starts, calls it, and keeps each
-pair's best start. A solver without starts (``exact``) is
-``solve(psi, z0, z1, l1_weight, *, max_iter, tol) -> (coeffs [N, M],
-converged [N], num_iter [N])``.
-
-Adding a solver: a module here with its ``solve`` function (tests against
-``benchmarks/scipy_reference.py``'s scipy solution, as ``tests/test_pgd.py`` does), and
-one :class:`SolverEntry` in :data:`SOLVERS`; ``Config`` and
-``infer_coefficients`` then accept its name. This module imports no JAX
+Adding a solver: a module here with its function of the form :class:`Solve`
+(tests against ``benchmarks/scipy_reference.py``'s scipy solution, as
+``tests/test_pgd.py`` does), and one :class:`SolverEntry` in :data:`SOLVERS`;
+``Config``, ``infer_coefficients``, their error messages and ``--help`` then
+take its name from :data:`METHODS`. This module imports no JAX
 (``vaells_jax.config`` validates against it); the solver modules load on
 first use.
 
 The modules: ``columns`` (the blocked loop the per-pair solvers share: pairs
 on the minor axis, chunks, compaction of the last running pairs), ``pairs``
-(the pairwise objective and its gradient, closed form for ``d = 2``),
-``pgd``, ``gauss_newton``, ``gauss_newton_fused`` (the same iterations as
-one Pallas kernel, for a GPU), ``exact``, ``jaxopt_solvers`` (``fista``, ``lm``;
-the one module that imports jaxopt).
+(the pairwise objective and its gradient, closed form for ``d = 2``), and
+one module per solver (:data:`SOLVERS` names each one's module; ``jaxopt_solvers``
+is the one module that imports jaxopt).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+from typing import Any, Protocol
 
 __all__ = [
   "AUTO",
   "METHODS",
   "SOLVERS",
+  "Solve",
   "SolverEntry",
   "default_max_iter",
   "resolve",
@@ -43,14 +40,45 @@ __all__ = [
 ]
 
 
+class Solve(Protocol):
+  """The one form of every solver (``SolverEntry.load()`` returns one)."""
+
+  def __call__(
+    self,
+    init: Any,
+    psi: Any,
+    z0: Any,
+    z1: Any,
+    l1_weight: Any,
+    *,
+    max_iter: int,
+    tol: float,
+  ) -> tuple[Any, Any, Any]:
+    """Solves every start of every pair.
+
+    Args:
+      init: starting coefficients, ``[R, N, M]``.
+      psi: the dictionary, ``[M, d, d]``.
+      z0, z1: the pairs, ``[N, d]``.
+      l1_weight: sparsity weights, ``[N]``.
+      max_iter: iterations per start (what an iteration is: the solver's).
+      tol: the stopping tolerance.
+
+    Returns:
+      ``(coeffs [R, N, M], num_iter [R, N], error [R, N])``; ``error`` is the
+      measure the tolerance applies to: ``error <= tol`` is converged.
+    """
+    ...
+
+
 @dataclasses.dataclass(frozen=True)
 class SolverEntry:
   """One solver: where its ``solve`` is and what it applies to.
 
   Attributes:
-    target: ``"module:function"`` in this package.
+    target: ``"module:function"`` in this package, a :class:`Solve`.
     default_max_iter: iterations when ``max_iter`` is not given.
-    takes_starts: whether it starts from random starts (module docstring).
+    takes_starts: whether its answer depends on the starts (module docstring).
     only_dim: it solves codes of this dimension ``d`` only.
     only_ops: it solves dictionaries of this many operators ``M`` only.
     instead: what to use where it does not apply.
@@ -63,8 +91,8 @@ class SolverEntry:
   only_ops: int | None = None
   instead: str = ""
 
-  def load(self):
-    """The ``solve`` function (imports its module)."""
+  def load(self) -> Solve:
+    """The solver's function (imports its module)."""
     module, name = self.target.split(":")
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 

@@ -91,43 +91,9 @@ def run_blocks(iterate, state, max_iter: int, block: int, pairs, *, counted=Fals
   to the bit, docs/benchmarks-solvers.md).
   """
 
-  def loop(start, state, pairs, running):
-    def run_block(carry):
-      start, state = carry
-
-      def body(i, state):
-        frozen = state._replace(done=state.done | (start + i >= max_iter))
-        new = iterate(i, frozen, *pairs)
-        return new._replace(done=state.done | (new.done & ~frozen.done))
-
-      return start + block, jax.lax.fori_loop(0, block, body, state)
-
-    return jax.lax.while_loop(
-      lambda carry: (
-        (carry[0] < max_iter) & (jnp.sum(~carry[1].done, axis=-1) > running)
-      ),
-      run_block,
-      (start, state),
-    )
-
-  def run(start, state, pairs, sizes):
-    if not sizes:
-      return loop(start, state, pairs, 0)
-    start, state = loop(start, state, pairs, sizes[0])
-    order = jnp.argsort(state.done, stable=True)[: sizes[0]]  # running pairs first
-    gather = lambda a: jnp.take(a, order, axis=-1)  # noqa: E731
-    start, rest = run(
-      start,
-      jax.tree_util.tree_map(gather, state),
-      jax.tree_util.tree_map(gather, pairs),
-      sizes[1:],
-    )
-    return start, jax.tree_util.tree_map(
-      lambda a, b: a.at[..., order].set(b), state, rest
-    )
-
   def checked(state, pairs):
-    return run(0, state, pairs, compacted_sizes(state.done.shape[-1]))[1]
+    sizes = compacted_sizes(state.done.shape[-1])
+    return _compacting(iterate, max_iter, block, 0, state, pairs, sizes)[1]
 
   def all_iterations(state, pairs):
     def body(i, state):
@@ -139,6 +105,52 @@ def run_blocks(iterate, state, max_iter: int, block: int, pairs, *, counted=Fals
   if not counted:
     return checked(state, pairs)
   return backend.per_platform(checked, all_iterations, state, pairs)
+
+
+def _blocks_while_running(iterate, max_iter, block, start, state, pairs, running):
+  """:func:`run_blocks`'s blocks from iteration ``start`` while more than
+  ``running`` pairs run and iterations are left: ``(next start, state)``."""
+
+  def run_block(carry):
+    start, state = carry
+
+    def body(i, state):
+      frozen = state._replace(done=state.done | (start + i >= max_iter))
+      new = iterate(i, frozen, *pairs)
+      return new._replace(done=state.done | (new.done & ~frozen.done))
+
+    return start + block, jax.lax.fori_loop(0, block, body, state)
+
+  return jax.lax.while_loop(
+    lambda carry: (carry[0] < max_iter) & (jnp.sum(~carry[1].done, axis=-1) > running),
+    run_block,
+    (start, state),
+  )
+
+
+def _compacting(iterate, max_iter, block, start, state, pairs, sizes):
+  """:func:`run_blocks`'s loop, the running pairs gathered into arrays of
+  each of ``sizes`` in turn once they fit, scattered back at the end:
+  ``(next start, state)``."""
+  if not sizes:
+    return _blocks_while_running(iterate, max_iter, block, start, state, pairs, 0)
+  start, state = _blocks_while_running(
+    iterate, max_iter, block, start, state, pairs, sizes[0]
+  )
+  order = jnp.argsort(state.done, stable=True)[: sizes[0]]  # running pairs first
+  gather = lambda a: jnp.take(a, order, axis=-1)  # noqa: E731
+  start, rest = _compacting(
+    iterate,
+    max_iter,
+    block,
+    start,
+    jax.tree_util.tree_map(gather, state),
+    jax.tree_util.tree_map(gather, pairs),
+    sizes[1:],
+  )
+  return start, jax.tree_util.tree_map(
+    lambda a, b: a.at[..., order].set(b), state, rest
+  )
 
 
 def compacted_sizes(num_pairs: int) -> list:

@@ -61,6 +61,7 @@ __all__ = [
   "GRID_ANGLE",
   "GRID_STEPS",
   "PAIR_BLOCK",
+  "global_minima",
   "grid_spacing",
   "solve_exact",
   "spectral_norm_bound",
@@ -228,39 +229,58 @@ def _refine(psi, sign, z1, lam, base_u, base_y, lo, hi, valid, max_iter, tol):
   def cond(s):
     return (s["it"] < max_iter) & ~jnp.all(s["done"])
 
-  def body(s):
-    u, lo, hi = s["u"], s["lo"], s["hi"]
-    newton = u - s["d1"] / jnp.where(s["d2"] > 0, s["d2"], 1.0)
-    use_newton = (s["d2"] > 0) & (newton > lo) & (newton < hi) & ~s["failed"]
-    golden = jnp.where(hi - u > u - lo, u + _GOLDEN * (hi - u), u - _GOLDEN * (u - lo))
-    trial = jnp.where(use_newton, newton, golden)
-    phi, d1, d2, noise = evaluate(trial, base_u, base_y)
-    # Where the values tie within rounding, the smaller slope is closer.
-    tie = (phi <= s["phi"] + noise[1]) & (jnp.abs(d1) < jnp.abs(s["d1"]))
-    better = (phi <= s["phi"]) | tie
-    right = trial > u
-    new_lo = jnp.where(better, jnp.where(right, u, lo), jnp.where(right, lo, trial))
-    new_hi = jnp.where(better, jnp.where(right, hi, u), jnp.where(right, trial, hi))
-    keep = lambda new, old: jnp.where(s["done"], old, jnp.where(better, new, old))  # noqa: E731
-    conv = jnp.where(better, stationary(d1, noise), s["conv"])
-    found = jnp.where(better, located(d1, noise), False)
-    stuck = new_hi - new_lo <= width_tol
-    return dict(
-      it=s["it"] + 1,
-      lo=jnp.where(s["done"], lo, new_lo),
-      hi=jnp.where(s["done"], hi, new_hi),
-      u=keep(trial, u),
-      phi=keep(phi, s["phi"]),
-      d1=keep(d1, s["d1"]),
-      d2=keep(d2, s["d2"]),
-      conv=jnp.where(s["done"], s["conv"], conv),
-      failed=use_newton & ~better,
-      done=s["done"] | found | stuck,
-      iters=s["iters"] + (~s["done"]).astype(jnp.int32),
-    )
-
+  body = functools.partial(
+    _refine_step,
+    evaluate=evaluate,
+    base=(base_u, base_y),
+    tests=(stationary, located),
+    width_tol=width_tol,
+  )
   s = jax.lax.while_loop(cond, body, state)
   return s["u"], s["phi"], s["conv"], s["iters"]
+
+
+def _refine_step(s, *, evaluate, base, tests, width_tol):
+  """One step of :func:`_refine`'s loop: a Newton step where it is safe, a
+  golden-section one otherwise; the bracket shrinks around the better point.
+
+  Args:
+    s: the loop's state (:func:`_refine`).
+    evaluate: ``(u, base_u, base_y) -> (phi, d1, d2, noise)``.
+    base: the candidates' ``(base_u [...], base_y [..., d])``.
+    tests: ``(stationary, located)``: ``(d1, noise) -> [...]`` bool.
+    width_tol: brackets this narrow are done, ``[...]``.
+  """
+  (base_u, base_y), (stationary, located) = base, tests
+  u, lo, hi = s["u"], s["lo"], s["hi"]
+  newton = u - s["d1"] / jnp.where(s["d2"] > 0, s["d2"], 1.0)
+  use_newton = (s["d2"] > 0) & (newton > lo) & (newton < hi) & ~s["failed"]
+  golden = jnp.where(hi - u > u - lo, u + _GOLDEN * (hi - u), u - _GOLDEN * (u - lo))
+  trial = jnp.where(use_newton, newton, golden)
+  phi, d1, d2, noise = evaluate(trial, base_u, base_y)
+  # Where the values tie within rounding, the smaller slope is closer.
+  tie = (phi <= s["phi"] + noise[1]) & (jnp.abs(d1) < jnp.abs(s["d1"]))
+  better = (phi <= s["phi"]) | tie
+  right = trial > u
+  new_lo = jnp.where(better, jnp.where(right, u, lo), jnp.where(right, lo, trial))
+  new_hi = jnp.where(better, jnp.where(right, hi, u), jnp.where(right, trial, hi))
+  keep = lambda new, old: jnp.where(s["done"], old, jnp.where(better, new, old))  # noqa: E731
+  conv = jnp.where(better, stationary(d1, noise), s["conv"])
+  found = jnp.where(better, located(d1, noise), False)
+  stuck = new_hi - new_lo <= width_tol
+  return dict(
+    it=s["it"] + 1,
+    lo=jnp.where(s["done"], lo, new_lo),
+    hi=jnp.where(s["done"], hi, new_hi),
+    u=keep(trial, u),
+    phi=keep(phi, s["phi"]),
+    d1=keep(d1, s["d1"]),
+    d2=keep(d2, s["d2"]),
+    conv=jnp.where(s["done"], s["conv"], conv),
+    failed=use_newton & ~better,
+    done=s["done"] | found | stuck,
+    iters=s["iters"] + (~s["done"]).astype(jnp.int32),
+  )
 
 
 def _candidates(values):
@@ -346,8 +366,31 @@ def _solve_block(psi, table, h, z0, z1, lam, *, max_iter, tol):
   return coeff, converged, jnp.max(iters.reshape(n, -1), axis=1)
 
 
+def solve_exact(init, psi, z0, z1, l1_weight, *, max_iter, tol):
+  """:func:`global_minima` in the form of every solver
+  (:class:`vaells_jax.core.solvers.Solve`).
+
+  Args:
+    init: ``[R, N, 1]``; only its shape is read: the global minimum does not
+      depend on a start, so every restart gets it.
+    psi, z0, z1, l1_weight, max_iter, tol: as for :func:`global_minima`.
+
+  Returns:
+    ``(coeffs [R, N, 1], num_iter [R, N], error [R, N])``: ``error`` is 0
+    where :func:`global_minima` says converged, ``inf`` where not.
+  """
+  coeffs, converged, num_iter = global_minima(
+    psi, z0, z1, l1_weight, max_iter=max_iter, tol=tol
+  )
+  error = jnp.where(converged, 0.0, jnp.inf).astype(z0.dtype)
+  restarts = init.shape[0]
+  return tuple(
+    jnp.broadcast_to(a, (restarts,) + a.shape) for a in (coeffs, num_iter, error)
+  )
+
+
 @functools.partial(jax.jit, static_argnames=("max_iter", "tol", "block"))
-def solve_exact(psi, z0, z1, l1_weight, *, max_iter, tol, block=PAIR_BLOCK):
+def global_minima(psi, z0, z1, l1_weight, *, max_iter, tol, block=PAIR_BLOCK):
   """The global minimiser of each pair's objective for one operator (module docstring).
 
   Args:
