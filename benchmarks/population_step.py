@@ -28,8 +28,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vaells_jax.cli import _cores_for_members  # noqa: E402
 from vaells_jax.experiments import make_data  # noqa: E402
+from vaells_jax.training.placement import claim_cores  # noqa: E402
 
 
 def _time(step, state, data, config, warmup, steps, repeats) -> float:
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--out", help="also write the results to this JSON file")
   args = parser.parse_args(argv)
-  _cores_for_members(args.population)  # before jax starts
+  claim_cores(args.population)  # before jax starts its backends
   import jax
 
   from vaells_jax import api

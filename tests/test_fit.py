@@ -243,14 +243,14 @@ def test_a_run_whose_operators_blew_up_says_so(tmp_path):
   ],
 )
 def test_later_tries_train_the_config_whose_samples_lay_closer(first, second, later):
-  from vaells_jax.runs.fit import _config_of_try
+  from vaells_jax.runs.fit import config_of_try
 
   config, retry = CONFIG, dataclasses.replace(CONFIG, prior_weight_net=30.0)
   record = [{"sample_noise_levels": first}, {"sample_noise_levels": second}]
-  assert _config_of_try(0, [], config, retry) is config
-  assert _config_of_try(1, record[:1], config, retry) is retry
+  assert config_of_try(0, [], config, retry) is config
+  assert config_of_try(1, record[:1], config, retry) is retry
   for k in (2, 3, 4):
-    assert _config_of_try(k, record, config, retry) is {"retry": retry}.get(
+    assert config_of_try(k, record, config, retry) is {"retry": retry}.get(
       later, config
     )
 

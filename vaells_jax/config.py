@@ -36,7 +36,7 @@ CONFIG_NAME = "config.json"  # where a run saves its configuration
 NETWORKS = ("mlp", "conv")
 MODEL_NAMES = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
 POPULATION_INITS = ("dictionary", "all")
-# Selection signals of population training (vaells_jax.training.population).
+# Selection signals of population training (vaells_jax.training.selection).
 SELECT_SIGNALS = (
   "latent_coverage",
   "latent_coverage_wide",
@@ -97,7 +97,7 @@ class Config:
   # Baselines only: VampPrior pseudo-inputs (paper: 100 synthetic, 500
   # MNIST), and the observation precision of log p(x | z) (the baselines'
   # zeta1). VAELLS's synthetic zeta1 = 0.01 makes a VAE ignore its input
-  # (docs/baselines.md: the posterior collapses to the prior); 1.0 is
+  # (docs/studies/baselines.md: the posterior collapses to the prior); 1.0 is
   # the usual sum-of-squares VAE loss and MNIST's zeta1.
   num_pseudo: int = 100
   baseline_zeta1: float = 1.0

@@ -97,7 +97,7 @@ def fit_wobbly_tries() -> str:
   """docs/fit.md: the battery's wobbly tries, at the defaults and at
   FIT_RETRY_CHANGES (fit's rule: the second try, and later ones where its
   samples lay closer)."""
-  from vaells_jax.runs.fit import _config_of_try
+  from vaells_jax.runs.fit import config_of_try
 
   retry, plain = [], []
   for run in _fit_runs()["wobbly_100d"]:
@@ -106,7 +106,7 @@ def fit_wobbly_tries() -> str:
       for t in run["try_scores"]
     ]
     for k, t in enumerate(run["try_scores"]):
-      (retry if _config_of_try(k, record, False, True) else plain).append(t)
+      (retry if config_of_try(k, record, False, True) else plain).append(t)
 
   def learned(group):
     return f"{sum(t['success'] for t in group)} of {len(group)}"

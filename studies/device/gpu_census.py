@@ -131,7 +131,7 @@ def solve_iterations(name, mnist_dir, states, overrides=None) -> dict:
     jax.debug.callback(record, iters.reshape(iters.shape[0], -1).max(1))
     return u, phi, conv, iters
 
-  blocked, refined = columns.run_blocks, exact._refine
+  blocked, refined = columns.run_blocks, exact.refine
   config, _, model, initial, trained, batch, key = device_steps.experiment_states(
     name, mnist_dir, states, overrides
   )
@@ -139,7 +139,7 @@ def solve_iterations(name, mnist_dir, states, overrides=None) -> dict:
   with (
     mock.patch.object(gauss_newton, "run_blocks", run_blocks),
     mock.patch.object(pgd, "run_blocks", run_blocks),
-    mock.patch.object(exact, "_refine", refine),
+    mock.patch.object(exact, "refine", refine),
   ):
     jax.clear_caches()  # trace the solvers again, with the recording loop
     jax.block_until_ready(step(initial if trained is None else trained, batch, key))

@@ -31,6 +31,7 @@ __all__ = [
   "FIT_POPULATION",
   "FIT_RETRY_CHANGES",
   "FIT_TRIES",
+  "config_of_try",
   "fit",
   "user_dataset",
 ]
@@ -162,9 +163,9 @@ def fit(
   kept on disk (:func:`vaells_jax.runs.cache.compilation_cache`) unless the
   caller configured jax's cache already or ``VAELLS_NO_CACHE=1``; a
   population gets one CPU device per core when jax has not started yet
-  (:func:`vaells_jax.training.population.claim_cores`), else its members
+  (:func:`vaells_jax.training.placement.claim_cores`), else its members
   run in groups from one thread per core
-  (:class:`vaells_jax.training.population.MemberGroups`).
+  (:class:`vaells_jax.training.placement.MemberGroups`).
 
   Args:
     x: data ``[N, D]``, any ``D``.
@@ -316,7 +317,7 @@ def _train_try(k, plan: _Tries, record, data, input_map, workdir, log):
   from vaells_jax.api import TRIES_NAME
   from vaells_jax.runs import runner
 
-  config = _config_of_try(k, record, plan.config, plan.retry_config)
+  config = config_of_try(k, record, plan.config, plan.retry_config)
   trained, _ = runner.train_and_evaluate(
     dataclasses.replace(config, seed=plan.config.seed + k),
     input_map.model_data(data),
@@ -359,7 +360,7 @@ def _another_try(k, plan: _Tries, record, expected_s, time_budget_s, log) -> boo
     log(f"verdict {said}; no further try within time_budget_s={time_budget_s}")
     return False
   changes = ", ".join(f"{f}={v}" for f, v in plan.retry_changes.items())
-  config = _config_of_try(k + 1, record, plan.config, plan.retry_config)
+  config = config_of_try(k + 1, record, plan.config, plan.retry_config)
   retrying = config is plan.retry_config
   log(
     f"verdict {said}: try {k + 2} of {plan.tries}, a fresh population in "
@@ -381,7 +382,7 @@ def _write_tries(workdir, record, kept, log) -> None:
   _note_tries(workdir, record, kept)
 
 
-def _config_of_try(k, record, config, retry_config):
+def config_of_try(k, record, config, retry_config):
   """Try ``k``'s config: ``config`` first, ``retry_config`` second, then
   the one of those two whose try's prior samples lay closer to the data
   (``sample_noise_levels`` in ``record``; a tie or a missing signal:

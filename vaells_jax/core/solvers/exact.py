@@ -63,6 +63,7 @@ __all__ = [
   "PAIR_BLOCK",
   "global_minima",
   "grid_spacing",
+  "refine",
   "solve_exact",
   "spectral_norm_bound",
 ]
@@ -182,7 +183,7 @@ def _evaluate(psi, sign, z1, lam, u, base_u, base_y):
   return phi, d1, d2, (noise, 16 * eps * scale * scale)
 
 
-def _refine(psi, sign, z1, lam, base_u, base_y, lo, hi, valid, max_iter, tol):
+def refine(psi, sign, z1, lam, base_u, base_y, lo, hi, valid, max_iter, tol):
   """Safeguarded Newton on each candidate's bracket ``[lo, hi]`` (in ``u >= 0``).
 
   Args:
@@ -241,11 +242,11 @@ def _refine(psi, sign, z1, lam, base_u, base_y, lo, hi, valid, max_iter, tol):
 
 
 def _refine_step(s, *, evaluate, base, tests, width_tol):
-  """One step of :func:`_refine`'s loop: a Newton step where it is safe, a
+  """One step of :func:`refine`'s loop: a Newton step where it is safe, a
   golden-section one otherwise; the bracket shrinks around the better point.
 
   Args:
-    s: the loop's state (:func:`_refine`).
+    s: the loop's state (:func:`refine`).
     evaluate: ``(u, base_u, base_y) -> (phi, d1, d2, noise)``.
     base: the candidates' ``(base_u [...], base_y [..., d])``.
     tests: ``(stationary, located)``: ``(d1, noise) -> [...]`` bool.
@@ -337,7 +338,7 @@ def _solve_block(psi, table, h, z0, z1, lam, *, max_iter, tol):
   base_y = jnp.take_along_axis(y, grid_index.reshape(len(z0), -1, 1), axis=1)
   base_y = base_y.reshape(j.shape + z0.shape[-1:])
   ju = j.astype(z0.dtype)
-  u, phi, conv, iters = _refine(
+  u, phi, conv, iters = refine(
     psi,
     sign,
     z1[:, None, None],
