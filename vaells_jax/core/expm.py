@@ -230,7 +230,7 @@ def expm_pairs_shift(a, z):
   relative to the shift, not to ``z``, so the per-pair-step solver's residual
   ``(z1 - z0) - shift`` keeps the digits that ``z1 - expm(a) z0`` loses when
   ``a`` is small, and with them the solver ends as low as the original
-  method on more pairs (docs/benchmarks-solvers.md, "Latent dimension above 2").
+  method on more pairs (docs/studies/benchmarks-solvers.md, "Latent dimension above 2").
   Same valid range as :func:`expm_small`, NaN beyond it.
 
   Args:

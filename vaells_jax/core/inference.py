@@ -28,7 +28,7 @@ these solvers (``method``):
   search that runs as many trials as the worst pair needs; for ``d = 2`` the
   value and gradient are one closed-form pass. Same starts, results and
   diagnostics as ``"fista"``; 2.5-2.7x faster inference on the synthetic steps
-  (``docs/benchmarks-solvers.md``).
+  (``docs/studies/benchmarks-solvers.md``).
 * ``"gauss_newton"`` (2-D codes, ``d = 2``, only): damped Gauss-Newton in
   orthants (:mod:`vaells_jax.core.solvers.gauss_newton`), the Jacobian of the closed
   form and a ``2 x 2`` system per step, so it follows the valley of ``M > d``

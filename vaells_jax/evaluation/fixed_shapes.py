@@ -10,7 +10,7 @@ compiles. Each row, and each pair, is computed as it would be alone: a
 row's results equal the unblocked call's within float32 rounding. A solve's
 do too in one step, but XLA rounds a block of 2 000 pairs differently from
 one of a few hundred in the last bit, and 100 iterations can carry that to
-another local minimum for some pairs (docs/benchmarks-evaluation.md).
+another local minimum for some pairs (docs/studies/benchmarks-evaluation.md).
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def solve_restarts_as_pairs(solver, psi, z0, z1, *, l1_weight: float, key, pairs
   where both programs solve at most 512 pairs (bit for bit where XLA:CPU
   compiles both alike, which depends on the CPU); a larger batch rounds
   apart in the last bits, which the iterations can amplify
-  (``docs/benchmarks-evaluation.md``).
+  (``docs/studies/benchmarks-evaluation.md``).
 
   Args:
     solver: a :class:`~vaells_jax.core.inference.Solver` with scalar

@@ -22,7 +22,7 @@ def get_config(budget: str = "paper") -> Config:
     # (fista: 10x), on a trained state's pairs 117x (fista: 2x), and it ends
     # as low as the original on 98% of those pairs (fista: 14%)
     # (docs/benchmarks.md, "Whole training steps"); what it trains to:
-    # docs/experiments-nat-mnist.md, "The runs".
+    # docs/studies/experiments-nat-mnist.md, "The runs".
     inference_method="pgd",
   )
   # cpu: 400 alternating steps (100 network, 300 Psi) after the warm-up, a

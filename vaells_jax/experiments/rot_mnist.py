@@ -22,7 +22,7 @@ def get_config(budget: str = "paper") -> Config:
     # One operator: the global minimum of each pair's coefficient
     # (vaells_jax.core.solvers.exact) instead of one proximal-gradient start;
     # tens of times faster than "fista" per solve at this size and never higher
-    # (docs/benchmarks-inference.md, "One operator: the exact solver").
+    # (docs/studies/benchmarks-inference.md, "One operator: the exact solver").
     inference_method="exact",
     input_rotation=350.0,
     rotation_anchors=10,
@@ -34,7 +34,7 @@ def get_config(budget: str = "paper") -> Config:
   # 0.05 from the start (paper: 1e-5 growing to a cap of 0.008 over ~3 750
   # Psi steps): with the paper's cap, 140 steps leave Psi near its random
   # start, at 0.05 it becomes the rotation (levers psi_cap and base in
-  # docs/experiments-rot-mnist-levers.md).
+  # docs/studies/experiments-rot-mnist-levers.md).
   return digits.for_budget(
     budget,
     paper,

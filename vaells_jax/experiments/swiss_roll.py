@@ -13,13 +13,13 @@ traversed the roll on 3 of seeds 100-119; with 16, 98 of seeds 100-199
 have one, and the rate is set mostly by which member the signal keeps.
 Damped Gauss-Newton (``gauss_newton``) solves the step's pairs as low as
 the original method (150 of 150 at step 1000) in about half the time of
-``pgd``. Success rates: docs/population-swiss-roll.md, "Which member is
+``pgd``. Success rates: docs/studies/population-swiss-roll.md, "Which member is
 kept"; ``--config.population=1`` is a single run.
 """
 
 from vaells_jax.config import Config
 
-# docs/population-swiss-roll.md, "Sixteen members, kept by both radii".
+# docs/studies/population-swiss-roll.md, "Sixteen members, kept by both radii".
 POPULATION = 16
 
 
@@ -44,6 +44,6 @@ def get_config(budget: str = "paper") -> Config:
     population=POPULATION,
     population_init="all",
     select_at=1.0,
-    # docs/population-swiss-roll.md, "Which member is kept".
+    # docs/studies/population-swiss-roll.md, "Which member is kept".
     select_signal="data_coverage",
   )

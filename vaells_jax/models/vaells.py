@@ -222,7 +222,7 @@ def if_warmup(phase: Phase, warmup_fn, train_fn):
   A Python-bool ``phase.warmup`` picks the branch while tracing; a traced one
   makes a ``jax.lax.cond``. XLA's CPU backend leaves the gradient of a
   convolution inside a conditional in a slow generic form
-  (docs/benchmarks-training.md#convolutions-inside-a-conditional), so the
+  (docs/studies/benchmarks-training.md#convolutions-inside-a-conditional), so the
   training step is built once per value of ``warmup``
   (:class:`vaells_jax.training.step.PhasedStep`).
   """

@@ -45,7 +45,7 @@ COVERAGE_ORBIT_POINTS = 400
 # The radius of each coverage signal, in median nearest-neighbour spacings of
 # the encodings: 3 separates the concentric circles' draws; on the swiss roll,
 # whose encodings an exponential orbit follows only roughly, 20 does
-# (docs/population-swiss-roll.md, "Which signal at the end").
+# (docs/studies/population-swiss-roll.md, "Which signal at the end").
 COVERAGE_RADII = {"latent_coverage": 3.0, "latent_coverage_wide": 20.0}
 
 
@@ -164,7 +164,7 @@ DATA_COVERAGE_NEIGHBOURS = 8
 # lie to count as passed, in those units; the score is the mean over these
 # reaches. One reach alone is sharp: on the swiss roll's seeds 120-159, 2
 # kept a member that traverses the roll on 38, 1.5 and 3 on 29, the mean
-# of 2, 3 and 4 on 39 (docs/population-swiss-roll.md, "Which member is kept").
+# of 2, 3 and 4 on 39 (docs/studies/population-swiss-roll.md, "Which member is kept").
 DATA_COVERAGE_REACHES = (2.0, 3.0, 4.0)
 
 

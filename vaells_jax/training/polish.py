@@ -5,7 +5,7 @@ During training the decoder reconstructs ``x`` from posterior samples
 operators' orbits by random amounts. It therefore learns the mean of the
 data along a stretch of the orbit, which on a curved manifold lies inside
 the curve, and the more so the stronger the operators and the sharper the
-curve (docs/fit-levers.md, "Wobbly curves in 100-D"). The polish fits the
+curve (docs/studies/fit-levers.md, "Wobbly curves in 100-D"). The polish fits the
 decoder to the encoder's codes themselves (the posterior's centre), with
 the encoder, anchors and operators fixed, so the codes, the orbits and the
 prior stay where training put them.

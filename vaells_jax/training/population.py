@@ -74,7 +74,7 @@ def make_population_step(
   one program's loops on one core;
   ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before jax
   starts makes N CPU devices, one per core (``experiments/run.py`` sets it;
-  timings: docs/benchmarks-training.md#a-population-over-the-cores). The
+  timings: docs/studies/benchmarks-training.md#a-population-over-the-cores). The
   split program rounds differently from the one-device one
   (``tests/test_parallel.py``).
 

@@ -50,7 +50,7 @@ SIGN = {
 }
 # Ties of a signal are broken by another before the loss: many members carry
 # a point along the whole swiss roll (data_coverage 1); of those, the one
-# whose prior samples lie nearest the data (docs/population-swiss-roll.md).
+# whose prior samples lie nearest the data (docs/studies/population-swiss-roll.md).
 TIE_BREAK = {"data_coverage": "sample_distance"}
 _TERMS = ("loss", "log_p", "log_q", "recon")
 # Operators this large have blown up: the paper's synthetic runs end at norms

@@ -123,7 +123,7 @@ def resolve(method: str, num_ops: int, dim: int, starts: bool = False) -> str:
   itself, or for ``"auto"`` the fastest measured for that shape:
   ``gauss_newton`` for ``d = 2`` (its closed-form 2 x 2 steps), ``exact`` for
   one operator (a global search, tens of times faster than ``fista`` at
-  ``d = 10``: docs/benchmarks-inference.md) unless the
+  ``d = 10``: docs/studies/benchmarks-inference.md) unless the
   solve is from given ``starts``, ``pgd`` otherwise (``fista`` with a step
   per pair) (docs/benchmarks.md, "Which solver").
   """

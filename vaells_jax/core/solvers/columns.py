@@ -88,7 +88,7 @@ def run_blocks(iterate, state, max_iter: int, block: int, pairs, *, counted=Fals
   (:func:`compacted_sizes`), which goes on, and is scattered back at the
   end. Each pair's iterations are elementwise, so the results do not
   change (``tests/test_pgd.py``; on a training step's real pairs the same
-  to the bit, docs/benchmarks-solvers.md).
+  to the bit, docs/studies/benchmarks-solvers.md).
   """
 
   def checked(state, pairs):

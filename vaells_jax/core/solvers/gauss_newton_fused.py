@@ -4,7 +4,7 @@ The same iterations as :mod:`vaells_jax.core.solvers.gauss_newton` (its
 docstring has the method), each pair's results the same to rounding
 (``tests/test_gauss_newton_fused.py``), written for a GPU: on a GPU the
 blocked XLA loop is a few dozen small kernels per iteration and a round trip
-to the host per block of iterations (docs/benchmarks-gpu.md); here each
+to the host per block of iterations (docs/studies/benchmarks-gpu.md); here each
 program of the kernel's grid holds :data:`BLOCK` pairs in registers and
 iterates them until all have stopped (a device-side loop), so a solve is one
 launch.

@@ -49,7 +49,8 @@ def residual(coeffs, psi, z0, z1):
   """``z1 - T_psi(coeffs) z0``, ``[..., d]``."""
   operator = expm_small(generator(psi, coeffs))
   # A broadcast product, not a batched dot: XLA:CPU runs batches of tiny dots
-  # slower than the same arithmetic done elementwise (docs/benchmarks-inference.md).
+  # slower than the same arithmetic done elementwise
+  # (docs/studies/benchmarks-inference.md).
   return z1 - jnp.sum(operator * z0[..., None, :], axis=-1)
 
 
@@ -89,7 +90,8 @@ def _in_chunks(solve_one, init, z0, z1, l1_weight, chunk=CHUNK):
   Beyond ``chunk`` starts the starts are flattened and solved in
   ``lax.map`` chunks: a vmapped line search runs as many trials as the worst
   start of its batch needs, so a hard pair costs its chunk, not the whole
-  batch (``benchmarks/inference_scaling.py``, docs/benchmarks-inference.md). The last
+  batch (``benchmarks/inference_scaling.py``,
+  docs/studies/benchmarks-inference.md). The last
   chunk is padded with copies of the last start: a zero pair's gradient is
   zero, and jaxopt's line search then tries every step length on every
   iteration. Up to ``chunk`` starts, one vmap over restarts of a vmap over

@@ -76,7 +76,7 @@ _BLOCK = 10  # iterations between checks that every pair has stopped
 # d > 2: Levenberg-Marquardt steps after the loop (_polish); on a trained
 # nat_mnist state's pairs they raise the share as low as the original method
 # from 0.84 to 0.95 of the prior pairs, 3 steps as much as 10
-# (benchmarks/original_pairs.py; docs/benchmarks-solvers.md).
+# (benchmarks/original_pairs.py; docs/studies/benchmarks-solvers.md).
 _POLISH = 5
 
 
