@@ -363,6 +363,9 @@ def test_rot_mnist_command_line_smoke(tmp_path, monkeypatch):
   headline = (workdir / "summary.md").read_text()
   assert "| rotation_gated_span_degrees |" in headline and "HEADLINE" in headline
   assert (workdir / "rotation_fidelity.png").exists()
+  # The paper's figure 4: random test digits along the operator.
+  assert (workdir / "rotation_grid.png").exists()
+  assert "rotation_grid.png" in headline
 
 
 def test_mnist_without_a_source_is_a_clear_error(tmp_path, monkeypatch, capsys):

@@ -72,6 +72,7 @@ from vaells_jax.evaluation.rotation import (
   rotation_path_stats,
   summarize_spans,
 )
+from vaells_jax.evaluation.rotation_grid import plot_rotation_grid
 from vaells_jax.evaluation.summary_md import write_markdown
 
 __all__ = ["evaluate_and_report", "rotation_report"]
@@ -247,7 +248,8 @@ def rotation_report(trained, workdir) -> dict:
   """The rotated-digit metrics of a trained VAELLS run (module docstring):
   the gated span of its strongest operator and of the reference operator,
   ``reference_cosine`` and the ungated rise; writes
-  ``rotation_fidelity.png`` into ``workdir``. Deterministic in the run's
+  ``rotation_fidelity.png`` and ``rotation_grid.png`` (random test digits
+  along the operator, the paper's fig. 4) into ``workdir``. Deterministic in the run's
   seed, so a finished run can be evaluated again (``rot_regrid.py``)."""
   data, cfg, model = trained.data, trained.config, trained._model
   params, psi = trained.params, np.asarray(trained.psi)
@@ -281,6 +283,7 @@ def rotation_report(trained, workdir) -> dict:
     ungated_rotation_rise_degrees_best=float(rises.max()),
     ungated_rotation_spearman=float(np.nanmedian(rhos)),
   )
+  plot_rotation_grid(trained, pathlib.Path(workdir) / "rotation_grid.png")
   return metrics
 
 
@@ -528,6 +531,7 @@ def _class_consistency(trained, data, key, classifier=None):
 FIGURES = (
   ("latent_by_class.png", "Encoded test digits by class, anchors as x"),
   ("posterior_samples.png", "Posterior samples (centre: decoded input)"),
+  ("rotation_grid.png", "Random test digits along the operator"),
   ("rotation_fidelity.png", "Rotation fidelity along the operator path"),
 ) + tuple(
   (f"operator_path_{m}.png", f"Extrapolated path of operator {m}") for m in range(16)
