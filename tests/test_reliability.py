@@ -9,6 +9,7 @@ poisoned batch, an exploding dictionary) and the health of a long run.
 
 import dataclasses
 import json
+import logging
 import os
 import pathlib
 import re
@@ -494,3 +495,20 @@ def test_checkpoint_of_another_state_layout_is_refused(tmp_path):
     match="another version of vaells_jax.*'lr_psi'.*'opt_state', 'params', 'step'",
   ):
     restore_checkpoint(tmp_path, new)
+
+
+def test_checkpoints_leave_the_absl_logger_level_alone(tmp_path):
+  """Orbax logs each save at INFO; the checkpoint code holds the ``absl``
+  logger at WARNING only while it saves or restores."""
+  absl = logging.getLogger("absl")
+  before = absl.level
+  absl.setLevel(logging.DEBUG)
+  try:
+    state = _state()
+    save_checkpoint(tmp_path, state)
+    assert absl.level == logging.DEBUG
+    restored = restore_checkpoint(tmp_path, state)
+    assert absl.level == logging.DEBUG
+    assert int(restored.step) == int(state.step)
+  finally:
+    absl.setLevel(before)

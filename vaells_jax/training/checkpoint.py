@@ -45,9 +45,6 @@ CHECKPOINT_DIR = "checkpoints"
 KEEP = 2  # the latest and the one before it
 SUMS_NAME = "sha256sums.json"  # in each step's folder; written last
 
-# Orbax logs every save and restore at INFO level through absl.
-logging.getLogger("absl").setLevel(logging.WARNING)
-
 
 class CheckpointError(ValueError):
   """A checkpoint is missing, corrupt, or does not match the configuration."""
@@ -257,7 +254,10 @@ def _drop_unretrieved_futures(record: logging.LogRecord) -> bool:
 
 @contextlib.contextmanager
 def _quiet_stderr():
-  """Discards what is written to file descriptor 2 inside the block.
+  """Discards what is written to file descriptor 2 inside the block, and
+  holds the ``absl`` logger at ``WARNING`` there (orbax logs every save and
+  restore at ``INFO``; a notebook's stderr is not descriptor 2); the
+  logger's level is restored after.
 
   A failed orbax restore leaves its read coroutines pending; as they are
   collected (from orbax's threads) each prints an "Event loop is closed"
@@ -266,6 +266,9 @@ def _quiet_stderr():
   """
   sys.stderr.flush()
   saved = os.dup(2)
+  absl = logging.getLogger("absl")
+  level = absl.level
+  absl.setLevel(max(level, logging.WARNING))
   try:
     with open(os.devnull, "w") as null:
       os.dup2(null.fileno(), 2)
@@ -282,6 +285,7 @@ def _quiet_stderr():
       finally:
         sys.stderr.flush()
   finally:
+    absl.setLevel(level)
     os.dup2(saved, 2)
     os.close(saved)
 
