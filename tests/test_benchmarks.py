@@ -1,6 +1,7 @@
 """Every script in ``benchmarks/`` runs in its tiny mode, as a user runs it:
 a fresh process from the checkout's root, its results read from the JSON it
-writes. Tests import nothing from ``benchmarks/``."""
+writes. Tests import nothing from ``benchmarks/``. Each start compiles its
+programs anew, so most are marked ``whole_run`` (CI runs them too)."""
 
 import json
 import pathlib
@@ -36,6 +37,7 @@ def test_every_benchmark_script_runs_here():
   assert scripts and {s for s in scripts if f'"{s}"' not in text} == set()
 
 
+@pytest.mark.whole_run
 def test_inference_speed(tmp_path):
   out = tmp_path / "r.json"
   result = _bench(
@@ -48,6 +50,7 @@ def test_inference_speed(tmp_path):
     assert all(np.isfinite(v) for v in r["median_objective"].values())
 
 
+@pytest.mark.whole_run
 def test_train_step(tmp_path):
   out = tmp_path / "r.json"
   (row,) = _bench(
@@ -62,6 +65,7 @@ def test_train_step(tmp_path):
   )
 
 
+@pytest.mark.whole_run
 def test_original_pairs(tmp_path):
   out = tmp_path / "r.json"
   (row,) = _bench(
@@ -132,6 +136,7 @@ def test_fit_battery(tmp_path):
   assert 0 <= row["orbit_coverage"] <= 1 and row["wall_time_s"] > 0
 
 
+@pytest.mark.whole_run
 def test_inference_scaling(tmp_path):
   out = tmp_path / "r.json"
   results = _bench("inference_scaling", "--quick", f"--out={out}", out=out)["sweeps"]
@@ -143,6 +148,7 @@ def test_inference_scaling(tmp_path):
   assert results["pairs"][1]["memory_mb"] > results["pairs"][0]["memory_mb"]
 
 
+@pytest.mark.whole_run
 def test_exact_inference(tmp_path):
   out = tmp_path / "r.json"
   cases = _bench("exact_inference", "--quick", f"--out={out}", out=out)["cases"]
@@ -155,6 +161,7 @@ def test_exact_inference(tmp_path):
       assert r["max_excess"] < 1e-9
 
 
+@pytest.mark.whole_run
 def test_pgd_quality(tmp_path):
   out = tmp_path / "r.json"
   result = _bench("pgd_quality", "--quick", f"--out={out}", out=out)
@@ -193,6 +200,7 @@ def test_step_phases(tmp_path):
   assert all(t["phased"]["step_s"] > 0 for t in phases.values())
 
 
+@pytest.mark.whole_run
 def test_device_steps(tmp_path):
   # --tiny: the synthetic experiments' steps on the default device (a CPU here).
   out = tmp_path / "r.json"
