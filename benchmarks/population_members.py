@@ -57,8 +57,8 @@ def score_members(workdir: pathlib.Path) -> dict:
   """The selection and every member's ground-truth scores of one run."""
   config, data, states = restored_members(workdir)
   pop_dir = workdir / population_run.POPULATION_DIR
-  selection = json.loads((pop_dir / population_run.SELECTION_NAME).read_text())
-  recorded = selection["signals"]
+  kept = json.loads((pop_dir / population_run.SELECTION_NAME).read_text())
+  recorded = kept["signals"]
   if "data_coverage" not in recorded:  # a run made before these signals
     recorded = {**recorded, **selection.data_signals(states, config, data)}
   members = []
@@ -69,8 +69,8 @@ def score_members(workdir: pathlib.Path) -> dict:
     members.append({**scores, "signals": signals})
   return {
     "seed": config.seed,
-    "signal": selection["signal"],
-    "selected_member": selection["selected_member"],
+    "signal": kept["signal"],
+    "selected_member": kept["selected_member"],
     "members": members,
   }
 
