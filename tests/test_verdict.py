@@ -35,6 +35,9 @@ class _Model:
   decoder_gain: float = 1.0
   prior_spread: float = 0.0
 
+  def flat(self):  # vectors already
+    return self
+
   def sample_prior(self, key, n, label):
     rng = np.random.default_rng(label)
     angle = rng.uniform(0, 2 * np.pi, n)
@@ -173,3 +176,22 @@ def test_prior_samples_far_off_for_the_noise_keep_it_from_learned():
   assert off["signals"]["sample_noise_levels"] > THRESHOLDS["sample_noise_levels_max"]
   assert off["verdict"] == "uncertain"
   assert "prior's samples lie far off" in off["reasons"][-1]
+
+
+@dataclasses.dataclass
+class _ImageModel(_Model):
+  """``_Model`` taking and giving images ``[..., 5, 1]``, as a fit on images
+  does; the verdict computes on its flattened view."""
+
+  def flat(self):
+    return _Model(self.data, self.psi, self.decoder_gain, self.prior_spread)
+
+  def encode(self, x):
+    raise AssertionError("the verdict must not hand an image model vectors")
+
+
+@pytest.mark.parametrize(
+  "psi, expected", [(ROTATION, "learned"), (SCALING, "not learned")]
+)
+def test_the_verdict_on_an_image_model_uses_its_flat_view(psi, expected):
+  assert verdict(_ImageModel(_rings(), psi))["verdict"] == expected

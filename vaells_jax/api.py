@@ -111,6 +111,11 @@ class TrainedVAELLS:
     """The learned operators, ``[M, d, d]``."""
     return self.params["psi"]
 
+  def flat(self) -> TrainedVAELLS:
+    """This model on flattened samples: images in and out as row-major
+    vectors ``[..., D]`` (what the metrics and the verdict compute on)."""
+    return _flat(self)
+
   @property
   def _model(self) -> Model:
     return Model.create(self.config, self.data.data_dim)
@@ -122,7 +127,7 @@ class TrainedVAELLS:
 
   def encode(self, x: ArrayLike) -> jax.Array:
     """``f(x) / latent_scale``: ``[..., D] -> [..., d]``."""
-    x = _to_model(self.input_map, _width(x, self.data.data_dim, "encode's input"))
+    x = _inputs(self.input_map, x, self.data.data_dim, "encode's input")
     return self._model.encode(self.params, x)
 
   def decode(self, z: ArrayLike) -> jax.Array:
@@ -274,7 +279,7 @@ class TrainedVAELLS:
     Returns:
       ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays (nats).
     """
-    x = np.asarray(_to_model(self.input_map, np.asarray(x, np.float32)))
+    x = np.asarray(_inputs(self.input_map, np.asarray(x, np.float32), None, "x"))
     labels = (
       np.zeros(len(x), np.int32) if labels is None else np.asarray(labels, np.int32)
     )
@@ -320,9 +325,13 @@ class TrainedBaseline:
     (as :meth:`TrainedVAELLS.save`)."""
     return _save(self, path, overwrite)
 
+  def flat(self) -> TrainedBaseline:
+    """As :meth:`TrainedVAELLS.flat`."""
+    return _flat(self)
+
   def encode(self, x: ArrayLike) -> jax.Array:
     """The posterior's mean (direction): ``[..., D] -> [..., d]``."""
-    x = _to_model(self.input_map, _width(x, self.data.data_dim, "encode's input"))
+    x = _inputs(self.input_map, x, self.data.data_dim, "encode's input")
     return self.baseline.encode(self.params, x)[0]
 
   def decode(self, z: ArrayLike) -> jax.Array:
@@ -341,7 +350,7 @@ class TrainedBaseline:
 
   def sample_posterior(self, key: jax.Array, x: ArrayLike, n: int) -> jax.Array:
     """``n`` samples of ``q(z | x)`` for each input: ``[B, D] -> [B, n, d]``."""
-    x = _to_model(self.input_map, jnp.asarray(x))
+    x = _inputs(self.input_map, jnp.asarray(x), self.data.data_dim, "x")
     return self.baseline.sample_posterior(self.params, key, x, n)
 
   def infer_path(
@@ -381,7 +390,7 @@ class TrainedBaseline:
     ``(log_likelihood [P], elbo [P])`` float64 NumPy arrays.
     """
     del labels
-    x = np.asarray(_to_model(self.input_map, np.asarray(x, np.float32)))
+    x = np.asarray(_inputs(self.input_map, np.asarray(x, np.float32), None, "x"))
     fn = jax.jit(self.baseline.log_weights, static_argnums=3)
     log_w = np.concatenate(
       [
@@ -398,8 +407,19 @@ class TrainedBaseline:
     return np.asarray(iwae_bound(log_w)) + jacobian, log_w.mean(axis=-1) + jacobian
 
 
-def _to_model(input_map: InputMap | None, x: Any) -> Any:
+def _inputs(input_map: InputMap | None, x: Any, width: int | None, what: str) -> Any:
+  """The user's ``x`` (vectors ``[..., D]``, or images ``[..., *shape]`` of
+  an image model) in the model's units, ``[..., D]``, else a ValueError."""
+  if input_map is not None and input_map.shape is not None:
+    return input_map.to_model(x, what)
+  x = x if width is None else _width(x, width, what)
   return x if input_map is None else input_map.to_model(x)
+
+
+def _flat(model: Any) -> Any:
+  if model.input_map is None or model.input_map.shape is None:
+    return model
+  return dataclasses.replace(model, input_map=model.input_map.flat())
 
 
 def _to_user(input_map: InputMap | None, y: Any) -> Any:
@@ -514,7 +534,9 @@ def load(workdir: PathLike, kept: bool = True) -> TrainedVAELLS | TrainedBaselin
   config = config_from_json(workdir / CONFIG_NAME)
   data = load_dataset(workdir / DATA_NAME)
   entry = MODELS[config.model]
-  target = entry.init(jax.random.PRNGKey(0), config, data)
+  # the target's shapes only: not the networks a run started from
+  blank = dataclasses.replace(config, start_networks="")
+  target = entry.init(jax.random.PRNGKey(0), blank, data)
   state = restore_checkpoint(workdir, target, identity=run_identity(config, data))
   trained = entry.trained(config, state, data)
   if (workdir / INPUT_MAP_NAME).exists():

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 CONFIG_NAME = "config.json"  # where a run saves its configuration
-NETWORKS = ("mlp", "conv")
+NETWORKS = ("mlp", "conv", "image")
 MODEL_NAMES = ("vaells", "vae", "vampprior", "svae")  # vaells or a baseline
 POPULATION_INITS = ("dictionary", "all")
 # Selection signals of population training (vaells_jax.training.selection).
@@ -74,7 +74,9 @@ class Config:
   # -- model: networks, latent space, operators and anchors ------------------
   latent_dim: int = 2
   num_ops: int = 4  # M
-  network: str = "mlp"  # "mlp" (paper table 2) or "conv" (table 5, 28x28 images)
+  network: str = "mlp"  # "mlp" (table 2), "conv" (table 5, 28x28) or "image"
+  image_shape: tuple[int, ...] = ()  # (H, W, C) of network="image"
+  start_networks: str = ""  # a file of networks to start from (fit: images)
   hidden: tuple[int, ...] = (512,)  # MLP layer widths
   conv_channels: int = 64  # the conv networks' channels (table 5: 64)
   num_samples: int = 1  # N_s
@@ -194,6 +196,7 @@ class Config:
     self._check_bounds()
     self._check_signs()
     self._check_run_and_model()
+    self._check_image()
     self._check_optimiser()
     self._check_inference()
     self._check_population()
@@ -234,6 +237,17 @@ class Config:
         "config.hidden must be a non-empty tuple of layer widths "
         f">= 1, got {self.hidden!r}."
       )
+
+  def _check_image(self):
+    """``image_shape`` (H, W, C) with network "image" (VAELLS), else ``()``."""
+    shape, image = self.image_shape, self.network == "image"
+    if image != bool(shape) or image and (len(shape) != 3 or min(shape) < 1):
+      raise ValueError(
+        "config.image_shape must be (H, W, C) >= 1 with network='image' and () "
+        f"otherwise, got {shape!r} with network={self.network!r}."
+      )
+    if image and self.model != "vaells":
+      raise ValueError(f"config.network='image' trains VAELLS, not {self.model!r}.")
 
   def _check_optimiser(self):
     if not 0 <= self.lr_net_cooldown <= 1:
@@ -363,6 +377,8 @@ GROUPS = {
     "latent_dim",
     "num_ops",
     "network",
+    "image_shape",
+    "start_networks",
     "hidden",
     "conv_channels",
     "num_samples",
@@ -479,6 +495,7 @@ _INT_BOUNDS = {
   "num_ops": 4096,
   "hidden": 2**16,
   "conv_channels": 2**12,
+  "image_shape": 2**12,
   "num_samples": 2**16,
   "psi_lr_decay_start": _INT32,
   "psi_seed": _MAX_SEED,
@@ -502,11 +519,13 @@ _INT_BOUNDS = {
 
 _KINDS: dict[str, type] = {
   "hidden": tuple,
+  "image_shape": tuple,
   "init_range": tuple,
   "posterior_init_range": tuple,
 }
 _TUPLE_ELEMENTS: dict[str, type] = {
   "hidden": int,
+  "image_shape": int,
   "init_range": float,
   "posterior_init_range": float,
 }
@@ -544,7 +563,7 @@ def _checked_init(init):
 Config.__init__ = _checked_init(Config.__init__)  # type: ignore[method-assign]
 
 
-def _parse(value: str, current: Any) -> Any:
+def _parse(value: str, current: Any, element: type | None = None) -> Any:
   """Parses a command-line string into the type of the current value."""
   if isinstance(current, bool):
     if value.lower() in ("1", "true", "yes"):
@@ -554,7 +573,7 @@ def _parse(value: str, current: Any) -> Any:
     raise ValueError(f"expected true/false, got {value!r}")
   if isinstance(current, tuple):
     items = [v for v in value.strip("()[] ").split(",") if v.strip()]
-    kind = type(current[0]) if current else float
+    kind = element or (type(current[0]) if current else float)
     return tuple(kind(v) for v in items)
   return type(current)(value)
 
@@ -572,7 +591,7 @@ def override(config: Config, overrides: dict[str, str]) -> Config:
     if key not in fields:
       raise _unknown_key(key)
     try:
-      changes[key] = _parse(value, getattr(config, key))
+      changes[key] = _parse(value, getattr(config, key), _TUPLE_ELEMENTS.get(key))
     except ValueError as e:
       raise ValueError(f"Bad value for config.{key}: {e}") from None
   return dataclasses.replace(config, **changes)
@@ -587,6 +606,8 @@ ADDED_LATER = {
   "decoder_polish_steps": 0,
   "decoder_polish_lr": 3e-4,
   "conv_channels": 64,
+  "image_shape": (),
+  "start_networks": "",
 }
 
 

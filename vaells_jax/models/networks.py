@@ -2,6 +2,8 @@
 
 ``MLPEncoder`` / ``MLPDecoder``: paper table 2, one hidden layer of 512 ReLU.
 ``ConvEncoder`` / ``ConvDecoder``: paper table 5, the MNIST networks.
+``ImageEncoder`` / ``ImageDecoder``: convolutions whose depth follows an
+image's ``(H, W, C)`` (:func:`image_layers`), what ``fit`` trains on images.
 
 The convolutional layers reproduce PyTorch's ``Conv2d`` / ``ConvTranspose2d``
 (padding, stride and output size) and its flatten order (channel, row, column),
@@ -13,6 +15,7 @@ both become the Flax kernel ``w.transpose(2, 3, 1, 0)``, a ``Linear`` weight
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import flax.linen as nn
@@ -21,8 +24,11 @@ import jax.numpy as jnp
 __all__ = [
   "ConvDecoder",
   "ConvEncoder",
+  "ImageDecoder",
+  "ImageEncoder",
   "MLPDecoder",
   "MLPEncoder",
+  "image_layers",
   "torch_conv_padding",
   "torch_conv_transpose_padding",
 ]
@@ -205,3 +211,87 @@ class ConvDecoder(nn.Module):
     h = nn.relu(_conv_transpose(c, 2, 2, "convT2")(h))  # 14 x 14
     x = nn.sigmoid(_conv_transpose(1, 2, 1, "convT3")(h))  # 28 x 28
     return jnp.reshape(x, lead + (self.data_dim,))
+
+
+# The image networks halve the sides (rounding up) until both are at most
+# this: 28 -> 14 -> 7, 16 -> 8 -> 4, 64 -> 32 -> 16 -> 8 -> 4.
+_SMALLEST_SIDE = 7
+
+
+def image_layers(height: int, width: int) -> tuple[int, tuple[int, int]]:
+  """The stride-2 layers of the image networks for ``height x width``
+  images and the grid they leave: ``(layers, (h, w))``."""
+  layers, h, w = 0, height, width
+  while max(h, w) > _SMALLEST_SIDE:
+    layers, h, w = layers + 1, math.ceil(h / 2), math.ceil(w / 2)
+  return layers, (h, w)
+
+
+class ImageEncoder(nn.Module):
+  """``f_phi`` for flattened ``(H, W, C)`` images: ``[..., H*W*C] -> [..., d]``.
+
+  :func:`image_layers` 4x4 convolutions of stride 2 (``SAME`` padding,
+  ReLU, ``channels`` each), then a linear map of the remaining grid.
+
+  Attributes:
+    latent_dim: ``d``.
+    shape: ``(H, W, C)``; the input's last axis is its product, row-major.
+    channels: the convolutions' channels.
+  """
+
+  latent_dim: int
+  shape: tuple[int, int, int]
+  channels: int = 32
+
+  @nn.compact
+  def __call__(self, x):
+    """``[..., H*W*C]`` images to ``[..., latent_dim]`` codes."""
+    _check_last_dim(x, math.prod(self.shape), "ImageEncoder")
+    lead = x.shape[:-1]
+    h = jnp.reshape(x, (-1, *self.shape))
+    for i in range(image_layers(*self.shape[:2])[0]):
+      h = nn.relu(nn.Conv(self.channels, (4, 4), 2, "SAME", name=f"conv{i}")(h))
+    z = nn.Dense(self.latent_dim, name="dense")(h.reshape(h.shape[0], -1))
+    return jnp.reshape(z, lead + (self.latent_dim,))
+
+
+class ImageDecoder(nn.Module):
+  """``g_theta`` for ``(H, W, C)`` images: ``[..., d] -> [..., H*W*C]``.
+
+  A hidden layer of ``hidden`` ReLU units, a linear map and ReLU to the grid
+  of :func:`image_layers` with ``channels`` channels, one 4x4 transposed
+  convolution of stride 2 (ReLU) per encoder layer but the last, one to
+  ``C`` channels, cropped to ``H x W``. The output
+  is linear: ``fit`` centres and scales pixels (Gaussian likelihood), so no
+  squashing fights their range.
+
+  Attributes:
+    shape: ``(H, W, C)``.
+    channels: the hidden layers' channels.
+    hidden: the units of the first layer.
+  """
+
+  shape: tuple[int, int, int]
+  channels: int = 32
+  hidden: int = 512
+
+  @nn.compact
+  def __call__(self, z):
+    """``[..., d]`` codes to ``[..., H*W*C]`` images, row-major."""
+    if z.ndim < 1:
+      raise ValueError("ImageDecoder expects inputs [..., d], got a scalar.")
+    lead = z.shape[:-1]
+    height, width, colours = self.shape
+    layers, (h0, w0) = image_layers(height, width)
+    c = self.channels
+    h = nn.relu(nn.Dense(self.hidden, name="hidden")(z.reshape(-1, z.shape[-1])))
+    h = nn.relu(nn.Dense(h0 * w0 * c, name="dense")(h))
+    h = h.reshape(-1, h0, w0, c)
+    for i in range(layers):
+      out = colours if i == layers - 1 else c
+      h = nn.ConvTranspose(out, (4, 4), (2, 2), "SAME", name=f"convT{i}")(h)
+      h = h if i == layers - 1 else nn.relu(h)
+    if not layers:  # images of at most 7 x 7: a 1x1 convolution to C channels
+      h = nn.Conv(colours, (1, 1), name="out")(h)
+    x = h[:, :height, :width, :]
+    return jnp.reshape(x, lead + (height * width * colours,))

@@ -31,7 +31,15 @@ from vaells_jax.core.objective import (
 from vaells_jax.core.solvers import resolve
 from vaells_jax.core.transport import transport
 from vaells_jax.data.augment import randomly_rotated, rotated_copies
-from vaells_jax.models.networks import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
+from vaells_jax.models import saved_networks
+from vaells_jax.models.networks import (
+  ConvDecoder,
+  ConvEncoder,
+  ImageDecoder,
+  ImageEncoder,
+  MLPDecoder,
+  MLPEncoder,
+)
 
 __all__ = [
   "Model",
@@ -105,6 +113,9 @@ def _networks(config: Config, data_dim: int):
   if config.network == "conv":
     c = config.conv_channels
     return ConvEncoder(config.latent_dim, c), ConvDecoder(data_dim, c)
+  if config.network == "image":
+    shape, c = config.image_shape, config.conv_channels
+    return ImageEncoder(config.latent_dim, shape, c), ImageDecoder(shape, c)
   return (
     MLPEncoder(config.latent_dim, config.hidden),
     MLPDecoder(data_dim, config.hidden),
@@ -138,12 +149,16 @@ def init_params(key, config: Config, anchors, data_dim: int, member: int = 0) ->
     k_psi = jax.random.fold_in(k_psi, member)
   encoder, decoder = _networks(config, data_dim)
   d, m = config.latent_dim, config.num_ops
-  return {
+  networks = {
     "encoder": encoder.init(k_enc, jnp.zeros((1, data_dim)))["params"],
     "decoder": decoder.init(k_dec, jnp.zeros((1, d)))["params"],
-    "anchors": jnp.asarray(anchors, jnp.float32),
-    "psi": config.psi_init_std * jax.random.normal(k_psi, (m, d, d)),
   }
+  psi = config.psi_init_std * jax.random.normal(k_psi, (m, d, d))
+  if config.start_networks:  # the networks, and operators the draw is added to
+    start = saved_networks.read(config.start_networks, {**networks, "psi": psi})
+    networks = {k: start[k] for k in networks}
+    psi = psi + start["psi"]
+  return {**networks, "anchors": jnp.asarray(anchors, jnp.float32), "psi": psi}
 
 
 class Noise(NamedTuple):

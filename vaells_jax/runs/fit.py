@@ -31,8 +31,12 @@ __all__ = [
   "FIT_POPULATION",
   "FIT_RETRY_CHANGES",
   "FIT_TRIES",
+  "IMAGE_STEPS",
+  "IMAGE_TRIES",
+  "MIN_IMAGE_SIDE",
   "config_of_try",
   "fit",
+  "image_config",
   "user_dataset",
 ]
 
@@ -60,6 +64,50 @@ FIT_CONFIG = Config(
   select_signal="latent_coverage",
 )
 ANCHOR_CHOICES = ("spread", "random")
+# Images: fit's config for images (image_config) trains the networks of
+# vaells_jax.models.networks.image_layers, with IMAGE_CHANNELS channels, on
+# images of at least MIN_IMAGE_SIDE a side (one stride-2 layer or more).
+# One member, 4 000 steps at a network rate of 1e-3 (FIT_CONFIG: 5e-3), one
+# try: a population of 8 trains 1.5 steps a second on 28 x 28 images on 2
+# cores, one member 33; on rotated digits the lower rate kept the warm
+# start's loops (docs/fit.md, "Images").
+MIN_IMAGE_SIDE = 8
+IMAGE_CHANNELS = 32
+IMAGE_STEPS = 4000
+IMAGE_LR_NET = 1e-3
+IMAGE_TRIES = 1
+
+
+def image_config(shape: tuple[int, ...]) -> Config:
+  """What :func:`fit` trains on images of ``shape`` (``(H, W)`` or
+  ``(H, W, C)``) when it is given no config: :data:`FIT_CONFIG` with the
+  image networks (docs/fit.md)."""
+  height, width = shape[:2]
+  channels = shape[2] if len(shape) == 3 else 1
+  return dataclasses.replace(
+    FIT_CONFIG,
+    network="image",
+    image_shape=(height, width, channels),
+    conv_channels=IMAGE_CHANNELS,
+    population=1,
+    num_steps=IMAGE_STEPS,
+    lr_net=IMAGE_LR_NET,
+  )
+
+
+def _check_image_network(config: Config, shape: tuple[int, ...] | None) -> None:
+  """A config with ``network="image"`` must be for images of ``shape``."""
+  if config.network != "image":
+    return
+  want = None if shape is None else (*shape[:2], shape[2] if len(shape) == 3 else 1)
+  if config.image_shape != want:
+    got = "vectors" if shape is None else f"images of shape {shape}"
+    raise ValueError(
+      f"config.image_shape={config.image_shape} does not match x ({got}); "
+      "network='image' trains on images of that (H, W, C)."
+    )
+
+
 # Populations fit() trains at most: while the verdict is not "learned", a
 # fresh one (another seed, the same data and anchors) in WORKDIR/try<k>; the
 # best by verdict, then latent_coverage, is kept (docs/fit.md).
@@ -118,14 +166,20 @@ def _random_anchors(
   return np.stack(chosen)
 
 
-def _check_anchors(anchors: ArrayLike, num_classes: int, dim: int) -> np.ndarray:
+def _check_anchors(
+  anchors: ArrayLike, num_classes: int, dim: int, shape: tuple[int, ...] | None = None
+) -> np.ndarray:
   anchors = np.asarray(anchors, np.float64)
+  sample = (dim,) if shape is None else shape
+  if anchors.shape[-len(sample) :] == sample and anchors.ndim - len(sample) in (1, 2):
+    anchors = anchors.reshape(anchors.shape[: anchors.ndim - len(sample)] + (dim,))
   if anchors.ndim == 2:
     anchors = anchors[None]
   if anchors.ndim != 3 or anchors.shape[0] != num_classes or anchors.shape[2] != dim:
+    each = ", ".join(map(str, sample))
     raise ValueError(
-      f"anchors must be [C={num_classes}, A, D={dim}] (or [A, D] "
-      f"for one class), got {anchors.shape}."
+      f"anchors must be [C={num_classes}, A, {each}] (or [A, {each}] "
+      f"for one class), got {np.shape(anchors)}."
     )
   if not np.all(np.isfinite(anchors)):
     raise ValueError("anchors contain non-finite values.")
@@ -149,6 +203,7 @@ def fit(
   time_budget_s: float | None = None,
   retry_changes: Mapping[str, Any] | None = None,
   evaluate: bool = True,
+  warm_start: bool = True,
 ) -> TrainedVAELLS | TrainedBaseline:
   """Trains VAELLS on ``x`` and returns the trained model (as ``load`` does).
 
@@ -168,10 +223,15 @@ def fit(
   (:class:`vaells_jax.training.placement.MemberGroups`).
 
   Args:
-    x: data ``[N, D]``, any ``D``.
+    x: data ``[N, D]``, any ``D``, or images ``[N, H, W]`` or
+      ``[N, H, W, C]`` (C = 1 or 3, sides >= :data:`MIN_IMAGE_SIDE`),
+      which train the image networks of :func:`image_config` (without a
+      config) and a model that takes and gives images of that shape
+      (docs/fit.md, "Images").
     labels: integer classes ``[N]`` in ``0..C-1``, or None for one class.
       Each sample's prior uses only its own class's anchors.
-    anchors: input-space anchors ``[C, A, D]`` (or ``[A, D]`` for one class),
+    anchors: input-space anchors ``[C, A, D]`` (or ``[A, D]`` for one class;
+      images: ``[C, A, H, W(, C)]``),
       in the units of ``x``; None chooses ``anchors_per_class`` training
       points per class (``anchor_choice``).
     config: a :class:`~vaells_jax.config.Config`; ``config.model`` picks
@@ -209,6 +269,10 @@ def fit(
       signals and is there either way; ``summary.json`` then says
       ``"evaluated": false``, and :func:`vaells_jax.runs.runner.evaluate_run`
       adds the evaluation later.
+    warm_start: with image networks (``config.network="image"``, fit's
+      config for images), start from networks fitted to a layout of each
+      class's manifold (:mod:`vaells_jax.training.warm_start`); False:
+      from random networks.
 
   Returns:
     The :class:`~vaells_jax.api.TrainedVAELLS` (a
@@ -226,7 +290,8 @@ def fit(
   from vaells_jax.runs.cache import compilation_cache
 
   compilation_cache()
-  plan = _plan_tries(config, tries, retry_changes, workdir, resume, overwrite)
+  shape = _sample_shape(x)
+  plan = _plan_tries(config, tries, retry_changes, workdir, resume, overwrite, shape)
   data = user_dataset(
     x,
     labels,
@@ -238,8 +303,10 @@ def fit(
     batch_size=plan.config.batch_size,
   )
   _check_tries(plan.tries, time_budget_s)
-  input_map = InputMap.of(data.x_train)
+  input_map = InputMap.of(data.x_train, shape)
   folder = pathlib.Path(workdir or tempfile.mkdtemp(prefix="vaells_"))
+  if warm_start:
+    plan = _warm_start(plan, data, input_map, folder, log)
   record, kept, trained = _train_tries(
     plan, data, input_map, folder, log, time_budget_s
   )
@@ -261,15 +328,20 @@ class _Tries(NamedTuple):
   overwrite: bool
 
 
-def _plan_tries(config, tries, retry_changes, workdir, resume, overwrite) -> _Tries:
-  """:func:`fit`'s defaults filled in and its settings checked."""
+def _plan_tries(
+  config, tries, retry_changes, workdir, resume, overwrite, shape=None
+) -> _Tries:
+  """:func:`fit`'s defaults filled in (for images of ``shape``, if given)
+  and its settings checked."""
   if tries is None:
-    tries = FIT_TRIES if config is None else 1
+    tries = (FIT_TRIES if shape is None else IMAGE_TRIES) if config is None else 1
   if retry_changes is None:
     retry_changes = FIT_RETRY_CHANGES if config is None else {}
-  config = FIT_CONFIG if config is None else config
+  if config is None:
+    config = FIT_CONFIG if shape is None else image_config(shape)
   if not isinstance(config, Config):
     raise ValueError(f"config must be a Config, got {type(config).__name__}.")
+  _check_image_network(config, shape)
   unknown = set(retry_changes) - {f.name for f in dataclasses.fields(Config)}
   if unknown:
     raise ValueError(f"retry_changes names no Config field: {sorted(unknown)}.")
@@ -277,6 +349,40 @@ def _plan_tries(config, tries, retry_changes, workdir, resume, overwrite) -> _Tr
   if workdir is not None and not str(workdir).strip():
     raise ValueError("workdir is an empty string; give a folder, or None.")
   return _Tries(config, retry_config, retry_changes, tries, resume, overwrite)
+
+
+WARM_START_NAME = "start_networks.msgpack"
+
+
+def _warm_start(plan: _Tries, data, input_map, folder, log) -> _Tries:
+  """``plan`` with its configs starting from networks fitted to a layout
+  of the data (:mod:`vaells_jax.training.warm_start`), written to
+  ``folder`` (kept there for a resumed run), for image networks without
+  ``start_networks``; else ``plan`` as it is."""
+  if plan.config.network != "image" or plan.config.start_networks:
+    return plan
+  from vaells_jax.models import saved_networks
+  from vaells_jax.training import placement, warm_start
+
+  placement.claim_cores(plan.config.population)  # before jax's first computation
+  path = (folder / WARM_START_NAME).resolve()
+  if not (plan.resume and path.exists()):
+    began = time.perf_counter()
+    x = input_map.model_data(data).x_train
+    index, codes, closed = warm_start.layout(x, data.labels_train, plan.config.seed)
+    networks, info = warm_start.pretrain(plan.config, x[index], codes, plan.config.seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    psi = warm_start.operators(plan.config, closed)
+    saved_networks.write(path, {**networks, "psi": psi})
+    log(
+      f"warm start: {sum(closed)} of {len(closed)} classes laid out as closed "
+      f"loops; layout error {info['layout_error']:.3g}, reconstruction "
+      f"{info['recon']:.3g} ({time.perf_counter() - began:.0f} s)"
+    )
+  return plan._replace(
+    config=dataclasses.replace(plan.config, start_networks=str(path)),
+    retry_config=dataclasses.replace(plan.retry_config, start_networks=str(path)),
+  )
 
 
 def _check_tries(tries, time_budget_s) -> None:
@@ -429,7 +535,7 @@ def user_dataset(
   Raises:
     ValueError: as :func:`fit`.
   """
-  points = _check_x(x)
+  points, shape = _check_x(x)
   classes = _check_labels(labels, points.shape[0])
   _check_choices(test_fraction, anchors_per_class, anchor_choice, seed)
   rng = np.random.default_rng(seed)
@@ -456,7 +562,7 @@ def user_dataset(
     labels_test=classes[test],
     pos_test=None,
     t_test=None,
-    anchors=_check_anchors(anchors, num_classes, points.shape[1]),
+    anchors=_check_anchors(anchors, num_classes, points.shape[1], shape),
     anchor_pos=None,
     mapping=None,
     noise_std=float("nan"),
@@ -466,21 +572,53 @@ def user_dataset(
   )
 
 
-def _check_x(x: ArrayLike) -> np.ndarray:
-  """``x`` as float64 ``[N, D]``, else a ValueError naming what is wrong."""
+def _check_x(x: ArrayLike) -> tuple[np.ndarray, tuple[int, ...] | None]:
+  """``x`` as float64 ``[N, D]`` and the shape of one image (None for
+  vectors), else a ValueError naming what is wrong."""
+  shape = _sample_shape(x)
+  array = np.asarray(x)
+  points = array.reshape(array.shape[0], -1).astype(np.float64)
+  if not np.all(np.isfinite(points)):
+    bad = int(np.argwhere(~np.isfinite(points))[0, 0])
+    raise ValueError(f"x contains non-finite values (first in sample {bad}).")
+  return points, shape
+
+
+def _sample_shape(x: ArrayLike) -> tuple[int, ...] | None:
+  """The shape of one image of ``x`` (None for vectors ``[N, D]``), else a
+  ValueError naming what is wrong with ``x``'s type or shape."""
   x = np.asarray(x)
   if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
     raise ValueError(
       f"x must hold real numbers, got dtype {x.dtype} (complex data would "
       "lose its imaginary part)."
     )
-  x = x.astype(np.float64)
-  if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+  if x.ndim not in (2, 3, 4) or 0 in x.shape:
     empty = "x is empty: " if x.size == 0 else ""
-    raise ValueError(f"{empty}x must be [N, D] with N, D >= 1, got shape {x.shape}.")
-  if not np.all(np.isfinite(x)):
-    raise ValueError("x contains non-finite values.")
-  return x
+    raise ValueError(
+      f"{empty}x must be vectors [N, D] or images [N, H, W] or [N, H, W, C] "
+      f"with every size >= 1, got shape {x.shape}."
+    )
+  shape = None if x.ndim == 2 else tuple(int(n) for n in x.shape[1:])
+  if shape is not None:
+    _check_image_shape(shape)
+  return shape
+
+
+def _check_image_shape(shape: tuple[int, ...]) -> None:
+  """Images of ``shape`` ``(H, W)`` or ``(H, W, C)``: sides of at least
+  :data:`MIN_IMAGE_SIDE`, 1 or 3 channels; else a ValueError."""
+  height, width = shape[:2]
+  if min(height, width) < MIN_IMAGE_SIDE:
+    raise ValueError(
+      f"x holds images of {height} x {width}; fit needs at least "
+      f"{MIN_IMAGE_SIDE} x {MIN_IMAGE_SIDE} (pass smaller data as vectors [N, D])."
+    )
+  if len(shape) == 3 and shape[2] not in (1, 3):
+    raise ValueError(
+      f"x holds images [N, H, W, C] with C={shape[2]} channels; fit takes C = 1 "
+      "or 3 (pass other data as vectors [N, D])."
+    )
 
 
 def _check_choices(

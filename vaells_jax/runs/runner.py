@@ -457,7 +457,7 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
     trained = dataclasses.replace(
       trained, data=input_map.user_data(data), input_map=input_map
     )
-  if config.model == "vaells" and config.network == "mlp":
+  if config.model == "vaells" and config.network != "conv":
     summary["verdict"] = verdict(trained, config.seed)
     trained = dataclasses.replace(trained, verdict=summary["verdict"])
     log(
@@ -466,6 +466,21 @@ def _train(plan: RunPlan, log, start, progress, warning, input_map):
     )
   summary["wall_time_s"] = time.perf_counter() - start
   return trained, summary
+
+
+def _image_figures(trained, workdir, log) -> None:
+  """The figures of a model of images in the user's image shape, atop
+  ``summary.md`` (:mod:`vaells_jax.evaluation.image_fit_figures`)."""
+  from vaells_jax.evaluation import image_fit_figures
+
+  log("drawing the image figures ...")
+  names = image_fit_figures.draw(trained, workdir)
+  lines = ["## Images", ""]
+  for name in names:
+    lines += [f"![{name}]({name})", "", f"*{image_fit_figures.FIGURES[name]}*", ""]
+  path = workdir / "summary.md"
+  text = path.read_text() if path.exists() else ""
+  atomic_write_text(path, text + "\n" + "\n".join(lines))
 
 
 def _evaluate(trained, config, workdir, summary, log, warning) -> dict:
@@ -477,7 +492,12 @@ def _evaluate(trained, config, workdir, summary, log, warning) -> dict:
     report = synthetic_report
   log("evaluating ...")
   evaluated = time.perf_counter()
-  metrics = report.evaluate_and_report(trained, workdir, summary, log=log)
+  images = config.network == "image"
+  metrics = report.evaluate_and_report(
+    trained.flat() if images else trained, workdir, summary, log=log
+  )
+  if images:
+    _image_figures(trained, workdir, log)
   summary.update(metrics)
   if warning:
     summary["not_meaningful"] = [k for k in STRUCTURE_METRICS if k in summary]

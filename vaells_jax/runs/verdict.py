@@ -132,7 +132,9 @@ def polyline_distance(points, reference, neighbours=SEGMENT_NEIGHBOURS, own=Fals
 def verdict_signals(trained, seed: int = 0) -> dict:
   """The ground-truth-free signals of ``trained`` (a
   :class:`~vaells_jax.api.TrainedVAELLS`) on its own data: floats, NaN
-  where the model gives non-finite values."""
+  where the model gives non-finite values. Images count as vectors of
+  their pixels."""
+  trained = trained.flat()
   data = trained.data
   x, labels = coverage_points(data.x_train, data.labels_train, seed)
   latents = np.asarray(trained.encode(x), np.float64)

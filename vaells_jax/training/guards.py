@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import signal
 import threading
@@ -65,6 +66,11 @@ def _check_points(config: Config, x) -> None:
     raise ValueError(
       f"The training data contain non-finite values (first at "
       f"row {bad[0]}, column {bad[1]}: {x[tuple(bad)]})."
+    )
+  if config.network == "image" and x.shape[1] != math.prod(config.image_shape):
+    raise ValueError(
+      f"config.image_shape={config.image_shape} makes images of "
+      f"{math.prod(config.image_shape)} values; the data have D={x.shape[1]}."
     )
   if (
     config.network == "conv" or config.input_rotation or config.rotation_anchors
