@@ -137,6 +137,40 @@ def test_fit_battery(tmp_path):
 
 
 @pytest.mark.whole_run
+def test_image_battery(tmp_path):
+  out = tmp_path / "images.json"
+  results = _bench(
+    "image_battery",
+    "--quick",
+    "--seeds=0",
+    "--families=turning_shapes,colour_sprites",
+    f"--out={out}",
+    out=out,
+  )
+  assert len(results) == 2
+  for row in results.values():
+    assert row["verdict"] in ("learned", "not learned", "uncertain")
+    assert 0 <= row["orbit_coverage"] <= 1 and 0 <= row["sample_class"] <= 1
+    assert row["wall_time_s"] > 0 and isinstance(row["success"], bool)
+
+
+@pytest.mark.whole_run
+def test_fit_mnist(tmp_path):
+  out = tmp_path / "mnist.json"
+  result = _bench(
+    "fit_mnist",
+    f"--data-dir={ROOT / 'tests/data/mnist'}",
+    "--files=t10k",
+    "--limit=200",
+    "--steps=4",
+    f"--out={out}",
+    out=out,
+  )
+  assert result["images"] == [200, 28, 28] and result["peak_rss_gb"] > 0
+  assert result["verdict"] in ("learned", "not learned", "uncertain")
+
+
+@pytest.mark.whole_run
 def test_inference_scaling(tmp_path):
   out = tmp_path / "r.json"
   results = _bench("inference_scaling", "--quick", f"--out={out}", out=out)["sweeps"]

@@ -544,8 +544,67 @@ def fit_ellipse_members() -> str:
   )
 
 
+IMAGE_FAMILIES = {  # image_battery.py's families in the words the docs use
+  "rotated_digits": "rotated digits",
+  "turning_shapes": "turning shapes",
+  "shifted_digits": "shifted digits (open)",
+  "colour_sprites": "colour sprites (C = 3)",
+  "wide_sprites": "wide sprites (24 x 40)",
+}
+
+
+def _image_runs(key: str) -> dict[str, list[dict]]:
+  """image_battery.json's runs of ``key`` (a variant), by family."""
+  runs: dict[str, list[dict]] = {family: [] for family in IMAGE_FAMILIES}
+  for run in _load("image_battery.json")[key].values():
+    runs[run["family"]].append(run)
+  return {family: group for family, group in runs.items() if group}
+
+
+def image_battery_table(key: str = "defaults") -> str:
+  """docs/fit.md: the image battery, a row per family (of variant ``key``)."""
+  rows = [
+    "| family | learned (ground truth) | verdict `learned` / `uncertain` / "
+    "`not learned` | orbit coverage | prior samples in class | wall time a call |",
+    "|---|---|---|---|---|---|",
+  ]
+  for family, runs in _image_runs(key).items():
+    said = [sum(r["verdict"] == v for r in runs) for v in VERDICTS]
+    rows.append(
+      f"| {IMAGE_FAMILIES[family]} | {sum(r['success'] for r in runs)} of "
+      f"{len(runs)} | {' / '.join(map(str, said))} | "
+      f"{_span([r['orbit_coverage'] for r in runs], 2)} | "
+      f"{_span([r['sample_class'] for r in runs], 2)} | {_seconds(runs)} |"
+    )
+  return _block(rows)
+
+
+def image_rates(key: str = "defaults") -> str:
+  """README: the image battery's rates and the verdict's word on them."""
+  runs = _image_runs(key)
+  every = [r for group in runs.values() for r in group]
+  learned = sum(r["success"] for r in every)
+  called = sum(r["verdict"] == "learned" for r in every)
+  return (
+    f"{learned} of {len(every)} image fits ({len(runs)} families, seeds "
+    f"{_and(sorted({r['seed'] for r in every}))}); verdict `learned` on {called}"
+  )
+
+
+VERDICTS = ("learned", "uncertain", "not learned")
+
+
+def image_layouts() -> str:
+  """docs/fit.md: how many classes the warm start lays out as what they are."""
+  right = [r for row in _load("image_layouts.json").values() for r in row["right"]]
+  return f"{sum(right)} of {len(right)} classes"
+
+
 RENDERERS = {
   "fit-battery-table": fit_battery_table,
+  "image-battery-table": image_battery_table,
+  "image-rates": image_rates,
+  "image-layouts": image_layouts,
   "fit-rates": fit_rates,
   "fit-family-rate": fit_family_rate,
   "fit-alternating-retries": fit_alternating_retries,
