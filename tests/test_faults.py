@@ -547,7 +547,7 @@ def test_sigterm_from_outside_exits_143_with_the_resume_command(tmp_path):
 @pytest.mark.parametrize(
   "kwargs, message",
   [
-    ({"x": np.zeros((60, 0))}, "x is empty: x must be [N, D] with N, D >= 1"),
+    ({"x": np.zeros((60, 0))}, "x is empty: x must be vectors [N, D] or images"),
     ({"x": np.zeros((0, 3)), "labels": None}, "x is empty: x must be"),
     ({"x": DATA.x_train.astype(complex)}, "complex data would lose"),
     ({"labels": np.r_[np.zeros(N - 1, int), 10**12]}, f"below the {N} points"),

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaells_jax.config import NETWORKS, Config
+from vaells_jax.config import Config
 from vaells_jax.core.objective import (
   LogWeights,
   iwae_bound,
@@ -73,6 +73,8 @@ __all__ = [
   "standard_normal_log_prob",
   "vampprior_log_prob",
 ]
+
+_NETWORKS = ("mlp", "conv")  # the baselines' (not config.network's "image")
 
 BASELINES = ("vae", "vampprior", "svae")
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -182,8 +184,8 @@ class Baseline(NamedTuple):
     """Validates the settings and builds the networks (see :func:`init`)."""
     if model not in BASELINES:
       raise ValueError(f"model must be one of {BASELINES}, got {model!r}.")
-    if network not in NETWORKS:
-      raise ValueError(f"network must be one of {NETWORKS}, got {network!r}.")
+    if network not in _NETWORKS:
+      raise ValueError(f"network must be one of {_NETWORKS}, got {network!r}.")
     input_dim = _positive_int("input_dim", input_dim)
     latent_dim = _positive_int("latent_dim", latent_dim)
     if model == "svae" and latent_dim < 2:
