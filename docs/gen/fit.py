@@ -574,7 +574,8 @@ def image_battery_table(key: str = "defaults") -> str:
       f"| {IMAGE_FAMILIES[family]} | {sum(r['success'] for r in runs)} of "
       f"{len(runs)} | {' / '.join(map(str, said))} | "
       f"{_span([r['orbit_coverage'] for r in runs], 2)} | "
-      f"{_span([r['sample_class'] for r in runs], 2)} | {_seconds(runs)} |"
+      f"{_span([r['sample_class'] for r in runs], 2)} | "
+      f"{_span([r['wall_time_s'] for r in runs])} s |"
     )
   return _block(rows)
 
@@ -594,6 +595,18 @@ def image_rates(key: str = "defaults") -> str:
 VERDICTS = ("learned", "uncertain", "not learned")
 
 
+def fit_mnist() -> str:
+  """docs/fit.md: fit on the 60 000 MNIST training digits: time, memory."""
+  run = _load("fit_mnist.json")
+  phases = run["phases_s"]
+  return (
+    f"{run['images'][0]} digits: {run['wall_time_s'] / 60:.1f} minutes a call "
+    f"(compiling {phases['compile_time_s']:.0f} s, training "
+    f"{phases['train_time_s']:.0f} s, evaluation {phases['eval_time_s']:.0f} s), "
+    f"peak memory {run['peak_rss_gb']:.2f} GB, verdict `{run['verdict']}`"
+  )
+
+
 def image_layouts() -> str:
   """docs/fit.md: how many classes the warm start lays out as what they are."""
   right = [r for row in _load("image_layouts.json").values() for r in row["right"]]
@@ -605,6 +618,7 @@ RENDERERS = {
   "image-battery-table": image_battery_table,
   "image-rates": image_rates,
   "image-layouts": image_layouts,
+  "fit-mnist": fit_mnist,
   "fit-rates": fit_rates,
   "fit-family-rate": fit_family_rate,
   "fit-alternating-retries": fit_alternating_retries,

@@ -32,7 +32,9 @@ def geodesic_distances(points, neighbours: int = NEIGHBOURS) -> np.ndarray:
 
   points = np.asarray(points, np.float64)
   n = len(points)
-  euclid = np.linalg.norm(points[:, None] - points[None], axis=-1)
+  squared = np.sum(points**2, axis=1)  # from inner products: no [N, N, D]
+  euclid = np.sqrt(np.maximum(squared[:, None] - 2 * points @ points.T + squared, 0))
+  np.fill_diagonal(euclid, 0.0)
   k = min(neighbours, n - 1)
   if k < 1:
     return euclid

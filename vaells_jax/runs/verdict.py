@@ -94,7 +94,7 @@ def noise_level(x, labels, neighbours: int = NEIGHBOURS) -> float:
     k = min(neighbours, len(points) - 1)
     if k < 2:
       continue
-    gaps = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    gaps = pairwise_distances(points, points)
     for near in np.argsort(gaps, axis=1)[:, : k + 1]:
       window = points[near] - points[near].mean(axis=0)
       spectrum = np.linalg.svd(window, compute_uv=False)
