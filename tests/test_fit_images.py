@@ -42,6 +42,14 @@ def _config(shape):
   )
 
 
+def _fit(x, labels, workdir):
+  """A short, unevaluated fit of ``x`` (its image shape's config)."""
+  config = _config(x.shape[1:])
+  return vaells_jax.fit(
+    x, labels, config=config, workdir=workdir, log=lambda _: None, evaluate=False
+  )
+
+
 @pytest.fixture(autouse=True)
 def _short_warm_start(monkeypatch):
   monkeypatch.setattr(warm_start, "STEPS", 5)
@@ -54,14 +62,7 @@ def _short_warm_start(monkeypatch):
 )
 def test_images_in_images_out(tmp_path, shape, channels):
   x, labels = _blobs(shape=shape, channels=channels)
-  model = vaells_jax.fit(
-    x,
-    labels,
-    config=_config(x.shape[1:]),
-    workdir=tmp_path,
-    log=lambda _: None,
-    evaluate=False,
-  )
+  model = _fit(x, labels, tmp_path)
   sample = x.shape[1:]
   z = model.encode(x[:3])
   assert z.shape == (3, 2)
@@ -85,14 +86,7 @@ def test_images_in_images_out(tmp_path, shape, channels):
 def test_uint8_images_come_back_in_pixel_units(tmp_path):
   x, labels = _blobs()
   x = np.round(x * 255).astype(np.uint8)
-  model = vaells_jax.fit(
-    x,
-    labels,
-    config=_config(x.shape[1:]),
-    workdir=tmp_path,
-    log=lambda _: None,
-    evaluate=False,
-  )
+  model = _fit(x, labels, tmp_path)
   assert model.data.x_train.max() == 255  # the user's units
   np.testing.assert_allclose(model.input_map.shift, model.data.x_train.mean(0))
   assert model.decode(model.encode(x[:2])).dtype == np.float32
@@ -129,14 +123,7 @@ def test_bad_images_get_a_one_line_error(tmp_path, x, message):
 
 def test_a_model_of_images_refuses_other_shapes(tmp_path):
   x, labels = _blobs()
-  model = vaells_jax.fit(
-    x,
-    labels,
-    config=_config(x.shape[1:]),
-    workdir=tmp_path,
-    log=lambda _: None,
-    evaluate=False,
-  )
+  model = _fit(x, labels, tmp_path)
   for wrong in (x[:2, :, :9], x[:2].reshape(2, -1), x[:2, ..., None]):
     with pytest.raises(ValueError, match="12, 10\\] \\(the model's image shape\\)"):
       model.encode(wrong)
