@@ -229,6 +229,7 @@ def _nearest(images, truth):
 def scores(model, name: str, render, seed: int = 0) -> dict:
   """``model`` (fit's, on ``name``'s images) scored on the true images."""
   import jax
+  from scipy.linalg import expm
 
   flat = model.flat()
   truth = _truth(name, render)
@@ -240,7 +241,7 @@ def scores(model, name: str, render, seed: int = 0) -> dict:
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
   anchors = np.asarray(flat.anchors_latent)  # [C, A, d]
   ts = np.linspace(-2 * np.pi / rate, 2 * np.pi / rate, ORBIT_POINTS)
-  flows = np.stack([_expm(t * psi[m]) for t in ts])  # [T, d, d]
+  flows = np.stack([expm(t * psi[m]) for t in ts])  # [T, d, d]
   coverage, purity = [], []
   for c in range(anchors.shape[0]):
     best = (-1.0, 0.0)
@@ -276,12 +277,6 @@ def scores(model, name: str, render, seed: int = 0) -> dict:
     and result["sample_distance"] <= SUCCESS["distance"]
   )
   return result
-
-
-def _expm(a):
-  from scipy.linalg import expm
-
-  return expm(a)
 
 
 def one_fit(

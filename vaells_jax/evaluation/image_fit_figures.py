@@ -21,7 +21,8 @@ import pathlib
 import jax
 import numpy as np
 from matplotlib.figure import Figure
-from scipy.linalg import expm
+
+from vaells_jax.core.transport import transport_path
 
 __all__ = ["FIGURES", "FRAMES", "OPERATORS", "draw"]
 
@@ -72,7 +73,8 @@ def _orbit_strips(trained, x_test) -> np.ndarray:
   for m in order:
     rate = max(float(np.abs(np.linalg.eigvals(psi[m])).max()), 1e-6)
     ts = np.linspace(-np.pi / rate, np.pi / rate, FRAMES)
-    moved = np.stack([anchors @ expm(t * psi[m]).T for t in ts], 1)  # [C, T, d]
+    path = transport_path(psi[m : m + 1], np.ones((1, 1)), anchors, ts)  # [T, C, d]
+    moved = np.swapaxes(np.asarray(path, np.float64), 0, 1)  # [C, T, d]
     images = np.asarray(trained.decode(moved.astype(np.float32)), np.float64)
     far = np.linalg.norm(moved, axis=-1) > reach
     images[far] = np.nan

@@ -1,7 +1,7 @@
 """Starting parameters in a file: what ``config.start_networks`` names.
 
 :func:`write` saves ``{"encoder", "decoder", "psi"}`` parameters (msgpack,
-written to a temporary file and renamed); :func:`read` loads them for
+written atomically); :func:`read` loads them for
 :func:`vaells_jax.models.vaells.init_params`, checked against the config's
 shapes: the networks start from them, the operators' random draw is added
 to ``psi``.
@@ -16,15 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from vaells_jax.data.files import atomic_write
+
 __all__ = ["read", "write"]
 
 
 def write(path, networks: dict) -> None:
-  """Writes ``{"encoder", "decoder", "psi"}`` to ``path`` (msgpack)."""
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  tmp.write_bytes(serialization.msgpack_serialize(jax.device_get(networks)))
-  tmp.replace(path)
+  """Writes ``{"encoder", "decoder", "psi"}`` to ``path`` (msgpack, atomically)."""
+  with atomic_write(path) as f:
+    f.write(serialization.msgpack_serialize(jax.device_get(networks)))
 
 
 def read(path, like: dict) -> dict:

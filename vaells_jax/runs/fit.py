@@ -84,12 +84,10 @@ def image_config(shape: tuple[int, ...]) -> Config:
   """What :func:`fit` trains on images of ``shape`` (``(H, W)`` or
   ``(H, W, C)``) when it is given no config: :data:`FIT_CONFIG` with the
   image networks (docs/fit.md)."""
-  height, width = shape[:2]
-  channels = shape[2] if len(shape) == 3 else 1
   return dataclasses.replace(
     FIT_CONFIG,
     network="image",
-    image_shape=(height, width, channels),
+    image_shape=_hwc(shape),
     conv_channels=IMAGE_CHANNELS,
     population=1,
     num_steps=IMAGE_STEPS,
@@ -97,12 +95,16 @@ def image_config(shape: tuple[int, ...]) -> Config:
   )
 
 
+def _hwc(shape: tuple[int, ...]) -> tuple[int, int, int]:
+  """``(H, W)`` or ``(H, W, C)`` as ``(H, W, C)``."""
+  return (shape[0], shape[1], shape[2] if len(shape) == 3 else 1)
+
+
 def _check_image_network(config: Config, shape: tuple[int, ...] | None) -> None:
   """A config with ``network="image"`` must be for images of ``shape``."""
   if config.network != "image":
     return
-  want = None if shape is None else (*shape[:2], shape[2] if len(shape) == 3 else 1)
-  if config.image_shape != want:
+  if config.image_shape != (None if shape is None else _hwc(shape)):
     got = "vectors" if shape is None else f"images of shape {shape}"
     raise ValueError(
       f"config.image_shape={config.image_shape} does not match x ({got}); "

@@ -492,11 +492,8 @@ def _evaluate(trained, config, workdir, summary, log, warning) -> dict:
     report = synthetic_report
   log("evaluating ...")
   evaluated = time.perf_counter()
-  images = config.network == "image"
-  metrics = report.evaluate_and_report(
-    trained.flat() if images else trained, workdir, summary, log=log
-  )
-  if images:
+  metrics = report.evaluate_and_report(trained.flat(), workdir, summary, log=log)
+  if config.network == "image":
     _image_figures(trained, workdir, log)
   summary.update(metrics)
   if warning:
