@@ -211,6 +211,9 @@ def test_short_run_marks_its_structure_metrics(tmp_path, monkeypatch):
   class Trained:
     verdict: dict | None = None
 
+    def flat(self):
+      return self
+
   config = Config(num_steps=3, warmup_steps=5, hidden=(8,))
   state = types.SimpleNamespace(net_skipped=0)
   monkeypatch.setattr(runner, "train_run", lambda *a, **k: (state, {"steps": 3}))
