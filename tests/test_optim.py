@@ -193,6 +193,17 @@ def test_cooldown_is_one_then_a_cosine_to_zero():
     Config(lr_net_cooldown=1.5)
 
 
+def test_warmup_raises_the_rate_from_zero_then_the_cooldown_lowers_it():
+  factor = cooldown(Config(num_steps=100, lr_net_warmup=10, lr_net_cooldown=0.5))
+  got = [float(factor(jnp.asarray(s))) for s in (0, 4, 9, 49, 75, 100)]
+  np.testing.assert_allclose(got, [0.1, 0.5, 1, 1, 0.5, 0], atol=1e-6)
+  factor = cooldown(Config(num_steps=100, lr_net_warmup=4))
+  got = [float(factor(jnp.asarray(s))) for s in (0, 3, 99)]
+  np.testing.assert_allclose(got, [0.25, 1, 1], atol=1e-6)
+  with pytest.raises(ValueError, match="lr_net_warmup must be >= 0"):
+    Config(lr_net_warmup=-1)
+
+
 @pytest.mark.parametrize("step, factor", [(10, 1.0), (75, 0.5), (100, 0.0)])
 def test_cooldown_scales_the_network_and_anchor_steps_only(step, factor):
   """Net and anchor updates are the constant-rate ones times the factor at

@@ -96,11 +96,9 @@ class Config:
   # anchors are then unused in training).
   input_rotation: float = 0.0
   rotation_anchors: int = 0
-  # Baselines only: VampPrior pseudo-inputs (paper: 100 synthetic, 500
-  # MNIST), and the observation precision of log p(x | z) (the baselines'
-  # zeta1). VAELLS's synthetic zeta1 = 0.01 makes a VAE ignore its input
-  # (docs/studies/baselines.md: the posterior collapses to the prior); 1.0 is
-  # the usual sum-of-squares VAE loss and MNIST's zeta1.
+  # Baselines only: VampPrior pseudo-inputs (paper: 100 synthetic, 500 MNIST)
+  # and the precision of log p(x | z): 1.0, MNIST's zeta1 (with 0.01 a VAE's
+  # posterior collapses to the prior: docs/studies/baselines.md).
   num_pseudo: int = 100
   baseline_zeta1: float = 1.0
 
@@ -127,6 +125,7 @@ class Config:
   # as the paper trains. fit() uses it: the decoder then resolves the data's
   # manifold at its noise (docs/fit.md).
   lr_net_cooldown: float = 0.0
+  lr_net_warmup: int = 0  # steps over which lr_net and lr_anchor rise from 0
   lr_psi: float = 4e-4  # starting rate of the accept/reject Psi step
   max_lr_psi: float = 0.1
   psi_lr_decay_start: int = -1  # step after which lr_psi *= 0.9992; -1: never
@@ -152,11 +151,9 @@ class Config:
   posterior_restarts: int = 1
   posterior_init_range: tuple[float, float] = (0.0, 1.0)
   inference_max_iter: int = 100
-  # Effectively "run max_iter iterations", as the reference code's CG did (its
-  # tolerance was disabled). An absolute tolerance stops the solver at once
-  # when the latent codes are small (tiny gradients), the prior then pulls the
-  # codes together further, and the operators never learn: measured in the
-  # concentric experiment (operators 0.001 with tol 1e-4, 0.03 with 1e-9).
+  # Effectively "run max_iter iterations", as the reference code's CG did. A
+  # real tolerance stops at once on small codes and the operators never learn
+  # (concentric: operators 0.001 with tol 1e-4, 0.03 with 1e-9).
   inference_tol: float = 1e-9
   # The coefficient solver (vaells_jax.core.solvers): "auto" picks the fastest
   # measured for the shape: "gauss_newton" (damped Gauss-Newton in orthants)
@@ -254,6 +251,8 @@ class Config:
       raise ValueError(
         f"config.lr_net_cooldown must be in [0, 1], got {self.lr_net_cooldown}."
       )
+    if self.lr_net_warmup < 0:
+      raise ValueError(f"config.lr_net_warmup must be >= 0, got {self.lr_net_warmup}.")
     if not self.lr_psi <= self.max_lr_psi:
       raise ValueError(
         f"config.lr_psi ({self.lr_psi}) must be <= config.max_lr_psi "
@@ -409,6 +408,7 @@ GROUPS = {
     "lr_net",
     "lr_anchor",
     "lr_net_cooldown",
+    "lr_net_warmup",
     "lr_psi",
     "max_lr_psi",
     "psi_lr_decay_start",
@@ -608,6 +608,7 @@ ADDED_LATER = {
   "conv_channels": 64,
   "image_shape": (),
   "start_networks": "",
+  "lr_net_warmup": 0,
 }
 
 

@@ -198,17 +198,19 @@ def skip_if_not_finite(
 
 
 def cooldown(config: Config):
-  """The factor on ``lr_net`` and ``lr_anchor`` at a step: 1, then, over the
+  """The factor on ``lr_net`` and ``lr_anchor`` at a step: rising from 0 to
+  1 over the first ``config.lr_net_warmup`` steps, then 1, then, over the
   last ``config.lr_net_cooldown`` of ``config.num_steps``, down to 0 along a
-  cosine (``step -> factor``, traceable). None when there is no cooldown."""
-  if config.lr_net_cooldown == 0:
+  cosine (``step -> factor``, traceable). None when the rates are constant."""
+  if config.lr_net_cooldown == 0 and config.lr_net_warmup == 0:
     return None
   length = max(1, round(config.lr_net_cooldown * config.num_steps))
-  start = config.num_steps - length
+  start = config.num_steps - length if config.lr_net_cooldown else config.num_steps
+  rise = max(1, config.lr_net_warmup)
 
   def factor(step):
     done = jnp.clip((step - start) / length, 0.0, 1.0)
-    return 0.5 * (1 + jnp.cos(jnp.pi * done))
+    return jnp.minimum(1.0, (step + 1) / rise) * 0.5 * (1 + jnp.cos(jnp.pi * done))
 
   return factor
 
