@@ -19,6 +19,7 @@ import argparse
 import json
 import pathlib
 import platform
+import re
 import resource
 import sys
 import tempfile
@@ -33,7 +34,9 @@ def main(argv=None) -> dict:
   parser.add_argument("--data-dir", default=str(ROOT.parent / "shared/data/mnist-full"))
   parser.add_argument("--files", default="train", help="train or t10k (tests)")
   parser.add_argument("--limit", type=int, default=None, help="first N digits only")
-  parser.add_argument("--steps", type=int, default=None, help="num_steps (tests)")
+  parser.add_argument(
+    "--steps", type=int, default=None, help="num_steps and warm-start steps (tests)"
+  )
   parser.add_argument("--out", default="fit_mnist.json")
   args = parser.parse_args(argv)
   import dataclasses
@@ -41,6 +44,7 @@ def main(argv=None) -> dict:
   import vaells_jax
   from vaells_jax.data.mnist import read_idx
   from vaells_jax.runs.fit import image_config
+  from vaells_jax.training import warm_start
 
   folder = pathlib.Path(args.data_dir)
   images = read_idx(folder / f"{args.files}-images-idx3-ubyte.gz")[: args.limit]
@@ -49,6 +53,7 @@ def main(argv=None) -> dict:
   config = None
   if args.steps:
     config = dataclasses.replace(image_config(images.shape[1:]), num_steps=args.steps)
+    warm_start.STEPS = args.steps
   start = time.perf_counter()
   lines = []
   with tempfile.TemporaryDirectory() as workdir:
@@ -66,7 +71,8 @@ def main(argv=None) -> dict:
     "wall_time_s": wall,
     "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     "phases_s": {
-      k: summary.get(k) for k in ("compile_time_s", "train_time_s", "eval_time_s")
+      "warm_start_s": _warm_start_seconds(lines),
+      **{k: summary.get(k) for k in ("compile_time_s", "train_time_s", "eval_time_s")},
     },
     "verdict": model.verdict["verdict"],
     "reasons": model.verdict["reasons"],
@@ -79,6 +85,15 @@ def main(argv=None) -> dict:
     f"{result['peak_rss_gb']:.2f} GB, verdict {result['verdict']}"
   )
   return result
+
+
+def _warm_start_seconds(lines) -> float | None:
+  """The warm start's seconds, from fit's log line "warm start: ... (N s)"."""
+  for line in lines:
+    found = re.search(r"warm start: .*\((\d+) s\)", line)
+    if found:
+      return float(found.group(1))
+  return None
 
 
 if __name__ == "__main__":

@@ -65,10 +65,11 @@ def test_images_in_images_out(tmp_path, shape, channels):
   model = _fit(x, labels, tmp_path)
   sample = x.shape[1:]
   z = model.encode(x[:3])
-  assert z.shape == (3, 2)
+  d = model.config.latent_dim
+  assert z.shape == (3, d)
   assert model.decode(z).shape == (3, *sample)
   assert model.anchors.shape == (2, 3, *sample)
-  assert model.sample_posterior(jax.random.PRNGKey(0), x[:2], 4).shape == (2, 4, 2)
+  assert model.sample_posterior(jax.random.PRNGKey(0), x[:2], 4).shape == (2, 4, d)
   assert model.decode(model.sample_prior(jax.random.PRNGKey(0), 5, 1)).shape == (
     5,
     *sample,
@@ -176,3 +177,9 @@ def test_the_layout_tells_loops_from_open_curves():
   assert (
     abs(np.corrcoef(segment[:, 0], t[index[labels[index] == 1] - 200])[0, 1]) > 0.99
   )
+  # with a third latent axis: unit curves, each class at its own height
+  _, codes3, _ = warm_start.layout(x, labels, seed=0, latent_dim=4)
+  assert codes3.shape == (len(index), 4)
+  np.testing.assert_allclose(np.linalg.norm(codes3[labels[index] == 0, :2], axis=1), 1)
+  np.testing.assert_allclose(codes3[:, 2], labels[index] - 0.5)
+  np.testing.assert_allclose(codes3[:, 3], 0)

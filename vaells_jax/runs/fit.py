@@ -32,7 +32,9 @@ __all__ = [
   "FIT_RETRY_CHANGES",
   "FIT_TRIES",
   "IMAGE_CHANNELS",
+  "IMAGE_LATENT_DIM",
   "IMAGE_LR_NET",
+  "IMAGE_LR_WARMUP",
   "IMAGE_STEPS",
   "IMAGE_TRIES",
   "MIN_IMAGE_SIDE",
@@ -68,16 +70,21 @@ FIT_CONFIG = Config(
 ANCHOR_CHOICES = ("spread", "random")
 # Images: fit's config for images (image_config) trains the networks of
 # vaells_jax.models.networks.image_layers, with IMAGE_CHANNELS channels, on
-# images of at least MIN_IMAGE_SIDE a side (one stride-2 layer or more).
-# One member, 4 000 steps at a network rate of 1e-3 (FIT_CONFIG: 5e-3), one
-# try: a population of 8 trains 1.5 steps a second on 28 x 28 images on 2
-# cores, one member 33; on rotated digits the lower rate kept the warm
-# start's loops (docs/fit.md, "Images").
+# images of at least MIN_IMAGE_SIDE a side (one stride-2 layer or more),
+# from the warm start (vaells_jax.training.warm_start): one member, one try,
+# a 3-D latent space (each class's curve at its own height; on nested
+# circles in 2-D the decoder reconstructs held-out images far worse), and
+# IMAGE_STEPS steps whose network rate rises from 0 over IMAGE_LR_WARMUP to
+# IMAGE_LR_NET: VAELLS refines the warm start. Adam's first steps at full
+# rate break the warm start's networks, and long training at 1e-3 draws the
+# codes off its loops (docs/studies/fit-images.md).
 MIN_IMAGE_SIDE = 8
 IMAGE_CHANNELS = 32
-IMAGE_STEPS = 4000
-IMAGE_LR_NET = 1e-3
+IMAGE_STEPS = 500
+IMAGE_LR_WARMUP = 250
+IMAGE_LR_NET = 1e-4
 IMAGE_TRIES = 1
+IMAGE_LATENT_DIM = 3
 
 
 def image_config(shape: tuple[int, ...]) -> Config:
@@ -92,6 +99,8 @@ def image_config(shape: tuple[int, ...]) -> Config:
     population=1,
     num_steps=IMAGE_STEPS,
     lr_net=IMAGE_LR_NET,
+    lr_net_warmup=IMAGE_LR_WARMUP,
+    latent_dim=IMAGE_LATENT_DIM,
   )
 
 
@@ -363,7 +372,11 @@ def _warm_start(plan: _Tries, data, input_map, folder, log) -> _Tries:
   of the data (:mod:`vaells_jax.training.warm_start`), written to
   ``folder`` (kept there for a resumed run), for image networks without
   ``start_networks``; else ``plan`` as it is."""
-  if plan.config.network != "image" or plan.config.start_networks:
+  if (
+    plan.config.network != "image"
+    or plan.config.start_networks
+    or plan.config.latent_dim < 2
+  ):
     return plan
   from vaells_jax.models import saved_networks
   from vaells_jax.training import placement, warm_start
@@ -373,7 +386,9 @@ def _warm_start(plan: _Tries, data, input_map, folder, log) -> _Tries:
   if not (plan.resume and path.exists()):
     began = time.perf_counter()
     x = input_map.model_data(data).x_train
-    index, codes, closed = warm_start.layout(x, data.labels_train, plan.config.seed)
+    index, codes, closed = warm_start.layout(
+      x, data.labels_train, plan.config.seed, plan.config.latent_dim
+    )
     networks, info = warm_start.pretrain(plan.config, x[index], codes, plan.config.seed)
     folder.mkdir(parents=True, exist_ok=True)
     psi = warm_start.operators(plan.config, closed)

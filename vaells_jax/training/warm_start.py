@@ -11,9 +11,12 @@ gives the networks a layout first, from the data alone:
    graph joined with the minimum spanning tree, then classical scaling). A
    closed loop (:func:`_class_layout`) goes to a circle about the origin,
    an orbit of a rotation; an open curve to a horizontal segment, an orbit
-   of a shear, at each point's distance along it. Class ``c`` of
-   ``C`` lies at radius (or height) ``0.4 + 0.6 (c + 1) / C``, so one
-   operator moves every class along its own orbit.
+   of a shear, at each point's distance along it, in the first two
+   latent axes. With three latent axes or more, class ``c`` of ``C`` lies
+   at height ``c - (C - 1) / 2`` on the third (one apart: the decoder
+   tells the classes apart, which it could not on nested circles in 2-D);
+   in 2-D at radius (or height) ``0.4 + 0.6 (c + 1) / C``. One operator
+   moves every class along its own orbit.
 2. :func:`pretrain`: the encoder learns the layout and the decoder to
    reconstruct the points from it (:data:`STEPS` Adam steps).
 3. :func:`operators`: the operators start at the layout's own: a rotation
@@ -45,17 +48,19 @@ CLOSED_RATIO = 0.3
 # A chain whose ends lie this many longest tree edges apart or less is a loop:
 # on the image battery's loops with a gap 1.0-1.8, on its open curves 3.4-9.8.
 GAP_RATIO = 2.5
-STEPS = 800
+STEPS = 3000
 TURN = 0.5  # radians a unit coefficient turns the layout's rotation
 BATCH = 32
 LEARNING_RATE = 1e-3
 LAYOUT_WEIGHT = 10.0  # on the squared distance of the codes to the layout
 
 
-def layout(x, labels, seed: int) -> tuple[np.ndarray, np.ndarray, list[bool]]:
+def layout(
+  x, labels, seed: int, latent_dim: int = 2
+) -> tuple[np.ndarray, np.ndarray, list[bool]]:
   """Where the warm start puts points of ``x [N, D]``: ``(index [P],
-  codes [P, 2], closed [C])``, the points it placed, their latent codes and
-  whether each class counts as a closed loop."""
+  codes [P, max(2, latent_dim)], closed [C])``, the points it placed, their
+  latent codes and whether each class counts as a closed loop."""
   rng = np.random.default_rng(seed)
   labels = np.asarray(labels)
   num_classes = int(labels.max()) + 1
@@ -65,8 +70,13 @@ def layout(x, labels, seed: int) -> tuple[np.ndarray, np.ndarray, list[bool]]:
     if len(index) > LAYOUT_POINTS:
       index = np.sort(rng.choice(index, LAYOUT_POINTS, replace=False))
     code, loop = _class_layout(np.asarray(x[index], np.float64))
+    if latent_dim >= 3:  # a unit curve at its class's height on the third axis
+      height = np.full((len(code), 1), c - (num_classes - 1) / 2)
+      code = np.concatenate([code, height, np.zeros((len(code), latent_dim - 3))], 1)
+    else:
+      code = (0.4 + 0.6 * (c + 1) / num_classes) * code
     chosen.append(index)
-    codes.append((0.4 + 0.6 * (c + 1) / num_classes) * code)
+    codes.append(code)
     closed.append(loop)
   return np.concatenate(chosen), np.concatenate(codes).astype(np.float32), closed
 
@@ -155,7 +165,7 @@ def pretrain(config: Config, x, codes, seed: int) -> tuple[dict, dict]:
   the mean squared distance of the codes to the layout and the mean
   ``1/2 ||x - g(f(x))||^2`` after."""
   x = jnp.asarray(np.asarray(x, np.float32))
-  codes = jnp.asarray(np.pad(codes, ((0, 0), (0, config.latent_dim - codes.shape[1]))))
+  codes = jnp.asarray(codes)
   model = Model.create(config, x.shape[-1])
   anchors = jnp.zeros((1, 1, x.shape[-1]))
   params = init_params(jax.random.PRNGKey(seed + 11), config, anchors, x.shape[-1])
@@ -173,17 +183,16 @@ def pretrain(config: Config, x, codes, seed: int) -> tuple[dict, dict]:
     recon, off = losses(nets, idx)
     return recon + LAYOUT_WEIGHT * off
 
-  def step(carry, key):
-    nets, opt_state = carry
+  @jax.jit
+  def step(nets, opt_state, key):
     idx = jax.random.randint(key, (batch,), 0, x.shape[0])
     updates, opt_state = optimizer.update(jax.grad(loss)(nets, idx), opt_state, nets)
-    return (optax.apply_updates(nets, updates), opt_state), None
+    return optax.apply_updates(nets, updates), opt_state
 
-  @jax.jit
-  def run(nets):
-    keys = jax.random.split(jax.random.PRNGKey(seed + 12), STEPS)
-    (nets, _), _ = jax.lax.scan(step, (nets, optimizer.init(nets)), keys)
-    return nets, losses(nets, jnp.arange(x.shape[0]))
-
-  networks, (recon, off) = run(networks)
+  # A Python loop, not lax.scan: XLA on the CPU runs the convolutions inside
+  # a scan's loop slower (studies/images/pretrain_loop.py).
+  opt_state = optimizer.init(networks)
+  for key in jax.random.split(jax.random.PRNGKey(seed + 12), STEPS):
+    networks, opt_state = step(networks, opt_state, key)
+  recon, off = jax.jit(losses)(networks, jnp.arange(x.shape[0]))
   return networks, {"layout_error": float(off), "recon": float(recon)}
