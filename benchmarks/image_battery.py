@@ -20,9 +20,11 @@ one transformation parameter per image that ``fit`` never sees:
 Pixel noise 0.02 (in [0, 1] units). The true images (no noise) on a grid of
 the parameter score the returned model (:func:`scores`):
 
-* ``orbit_coverage``: the strongest operator's orbit from each anchor,
-  decoded; each decoded image is assigned the (class, parameter) of its
-  nearest true image. A class's coverage is the fraction of its
+* ``orbit_coverage``: the strongest operator's orbit from each anchor
+  (:data:`ORBIT_POINTS` points two turns long for a rotation, as long for
+  any flow: steps set by the operator's spectral norm), decoded; each
+  decoded image is assigned the (class, parameter) of its nearest true
+  image. A class's coverage is the fraction of its
   :data:`BINS` parameter bins its best anchor's orbit reaches with
   images assigned to the class; the mean over classes.
 * ``orbit_purity``: the fraction of those orbits' images assigned to the
@@ -236,7 +238,10 @@ def scores(model, name: str, render, seed: int = 0) -> dict:
   spread = np.sqrt(np.mean(np.sum((truth - truth.mean(1, keepdims=True)) ** 2, -1), 1))
   psi = np.asarray(model.psi, np.float64)
   m = int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))
-  rate = max(float(np.abs(np.linalg.eigvals(psi[m])).max()), 1e-6)
+  # Steps that move a code by at most 4 pi / ORBIT_POINTS of its norm: two
+  # turns of a rotation, or as far along an open flow (a shear's
+  # eigenvalues are 0, so a range set by them would step past the codes).
+  rate = max(float(np.linalg.norm(psi[m], 2)), 1e-6)
   latents = np.asarray(flat.encode(flat.data.x_test))
   max_norm = 1.5 * np.linalg.norm(latents, axis=-1).max()
   anchors = np.asarray(flat.anchors_latent)  # [C, A, d]
@@ -354,6 +359,7 @@ def main(argv=None) -> dict:
 
   from vaells_jax.config import override
   from vaells_jax.runs.fit import image_config
+  from vaells_jax.training import warm_start
 
   print(f"jax {jax.__version__}, {platform.node()}")
   out = pathlib.Path(args.out)
@@ -364,6 +370,7 @@ def main(argv=None) -> dict:
       config = image_config(FAMILIES[name].shape)
     if args.quick:
       config = dataclasses.replace(config, num_steps=4, batch_size=8, population=2)
+      warm_start.STEPS = 20
     if args.set:
       config = override(config, dict(s.split("=", 1) for s in args.set))
     variant = "".join(f"_{s}" for s in args.set) + ("_quick" if args.quick else "")
