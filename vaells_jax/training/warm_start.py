@@ -51,6 +51,7 @@ GAP_RATIO = 2.5
 STEPS = 3000
 TURN = 0.5  # radians a unit coefficient turns the layout's rotation
 BATCH = 32
+CHUNK = 256  # points a call when measuring the fit
 LEARNING_RATE = 1e-3
 LAYOUT_WEIGHT = 10.0  # on the squared distance of the codes to the layout
 
@@ -194,5 +195,10 @@ def pretrain(config: Config, x, codes, seed: int) -> tuple[dict, dict]:
   opt_state = optimizer.init(networks)
   for key in jax.random.split(jax.random.PRNGKey(seed + 12), STEPS):
     networks, opt_state = step(networks, opt_state, key)
-  recon, off = jax.jit(losses)(networks, jnp.arange(x.shape[0]))
+  # The fit's losses in chunks: memory bounded however many points there are.
+  chunk_losses, total = jax.jit(losses), np.zeros(2)
+  for start in range(0, x.shape[0], CHUNK):
+    idx = jnp.arange(start, min(start + CHUNK, x.shape[0]))
+    total += len(idx) * np.asarray(chunk_losses(networks, idx))
+  recon, off = total / x.shape[0]
   return networks, {"layout_error": float(off), "recon": float(recon)}
