@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from .common import _and, _block, _load, _of, _span
@@ -565,8 +566,9 @@ def image_battery_table(key: str = "defaults") -> str:
   """docs/fit.md: the image battery, a row per family (of variant ``key``)."""
   rows = [
     "| family | learned (ground truth) | verdict `learned` / `uncertain` / "
-    "`not learned` | orbit coverage | prior samples in class | wall time a call |",
-    "|---|---|---|---|---|---|",
+    "`not learned` | orbit coverage | prior samples in class | samples' "
+    "distance (spreads) | wall time a call |",
+    "|---|---|---|---|---|---|---|",
   ]
   for family, runs in _image_runs(key).items():
     said = [sum(r["verdict"] == v for r in runs) for v in VERDICTS]
@@ -575,6 +577,7 @@ def image_battery_table(key: str = "defaults") -> str:
       f"{len(runs)} | {' / '.join(map(str, said))} | "
       f"{_span([r['orbit_coverage'] for r in runs], 2)} | "
       f"{_span([r['sample_class'] for r in runs], 2)} | "
+      f"{_span([r['sample_distance'] for r in runs], 2)} | "
       f"{_span([r['wall_time_s'] for r in runs])} s |"
     )
   return _block(rows)
@@ -601,7 +604,8 @@ def fit_mnist() -> str:
   phases = run["phases_s"]
   return (
     f"{run['images'][0]} digits: {run['wall_time_s'] / 60:.1f} minutes a call "
-    f"(compiling {phases['compile_time_s']:.0f} s, training "
+    f"(warm start {phases['warm_start_s']:.0f} s, "
+    f"compiling {phases['compile_time_s']:.0f} s, training "
     f"{phases['train_time_s']:.0f} s, evaluation {phases['eval_time_s']:.0f} s), "
     f"peak memory {run['peak_rss_gb']:.2f} GB, verdict `{run['verdict']}`"
   )
@@ -613,8 +617,57 @@ def image_layouts() -> str:
   return f"{sum(right)} of {len(right)} classes"
 
 
+def image_study_table() -> str:
+  """docs/studies/fit-images.md: single runs of the image battery with
+  settings changed (``--set``), a row each."""
+  rows = [
+    "| family, seed | settings (`--set`) | orbit coverage | purity | samples in "
+    "class | samples' distance (spreads) | `reconstruction_error` |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for key, r in _load("image_battery.json")["study"].items():
+    changes = re.findall(r"[a-z][a-z0-9_]*?=[^_]+", key[len(r["family"]) :])
+    settings = ", ".join(f"`{c}`" for c in changes)
+    rows.append(
+      f"| {IMAGE_FAMILIES[r['family']]}, {r['seed']} | {settings or 'defaults'} | "
+      f"{r['orbit_coverage']:.2f} | {r['orbit_purity']:.2f} | "
+      f"{r['sample_class']:.2f} | {r['sample_distance']:.2f} | "
+      f"{r['signals']['reconstruction_error']:.2f} |"
+    )
+  return _block(rows)
+
+
+def image_pretrain_loop() -> str:
+  """docs/studies/fit-images.md: the pretraining step, looped and scanned."""
+  run = _load("image_pretrain_loop.json")
+  loop, scan = run["loop_steps_per_s"], run["scan_steps_per_s"]
+  return (
+    f"{loop:.1f} steps a second from a Python loop, {scan:.1f} in `lax.scan` "
+    f"({loop / scan:.1f} times as fast)"
+  )
+
+
+def image_latent_layout() -> str:
+  """docs/studies/fit-images.md: the warm start's held-out ``1 - R^2`` with
+  2 and 3 latent axes."""
+  rows = _load("image_latent_layout.json").values()
+  spans = {
+    dim: _span([r["held_out_error"] for r in rows if r["latent_dim"] == dim], 2)
+    for dim in (2, 3)
+  }
+  seeds = _and(sorted({r["seed"] for r in rows}))
+  families = _and(sorted({r["family"].replace("_", " ") for r in rows}))
+  return (
+    f"{spans[2]} on nested circles in 2-D, {spans[3]} at heights in 3-D "
+    f"({families}, seeds {seeds})"
+  )
+
+
 RENDERERS = {
   "fit-battery-table": fit_battery_table,
+  "image-latent-layout": image_latent_layout,
+  "image-study-table": image_study_table,
+  "image-pretrain-loop": image_pretrain_loop,
   "image-battery-table": image_battery_table,
   "image-rates": image_rates,
   "image-layouts": image_layouts,
