@@ -11,7 +11,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _study(name):
-  spec = importlib.util.spec_from_file_location(name, ROOT / f"studies/images/{name}.py")
+  spec = importlib.util.spec_from_file_location(
+    name, ROOT / f"studies/images/{name}.py"
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
