@@ -46,18 +46,15 @@ __all__ = [
 
 # What fit() trains when it is given no config: the concentric experiment's
 # settings (paper table 4, gauss_newton, 8 dictionary draws, the best kept at
-# half the steps by latent_coverage) with ten times the paper's starting rate
-# of the Psi step, the network rates cooling down to 0 over the kept
-# member's half and a latent scale of 2, on data conditioned to that
-# experiment's spread, with anchors spread along each class's manifold. The
-# Psi rate: on the README's circles as arrays one try with the paper's 4e-4
-# learned them on 4 of 10 seeds, with 4e-3 on 7 of 10. The cooldown: a
-# constant Adam rate leaves the decoder about 0.1 off the manifold (data at
-# RMS 2), enough in 10-D but 20-70 noise levels in 100-D; cooled down, the
-# 100-D circles' prior samples lie 9-10 noise levels off. The latent scale:
-# on the ellipses one try learned 3 of the 4 seeds that failed at 1.
-# Success rates, tries and the verdict's precision: docs/fit.md
-# (benchmarks/fit_battery.py).
+# half the steps by latent_coverage) with ten times the paper's starting Psi
+# rate, the network rates cooling to 0 over the kept member's half and a
+# latent scale of 2, on data conditioned to that experiment's spread, anchors
+# spread along each class's manifold. The Psi rate: on the README's circles
+# one try with the paper's 4e-4 learned 4 of 10 seeds, with 4e-3 7 of 10. The
+# cooldown: a constant Adam rate leaves the decoder about 0.1 off the manifold
+# (data at RMS 2), 20-70 noise levels in 100-D; cooled down, 9-10. The latent
+# scale: on the ellipses one try learned 3 of the 4 seeds that failed at 1.
+# Rates, tries, the verdict's precision: docs/fit.md, benchmarks/fit_battery.py.
 FIT_POPULATION = 8
 FIT_CONFIG = Config(
   latent_scale=2.0,
@@ -68,16 +65,11 @@ FIT_CONFIG = Config(
   select_signal="latent_coverage",
 )
 ANCHOR_CHOICES = ("spread", "random")
-# Images: fit's config for images (image_config) trains the networks of
-# vaells_jax.models.networks.image_layers, with IMAGE_CHANNELS channels, on
-# images of at least MIN_IMAGE_SIDE a side (one stride-2 layer or more),
-# from the warm start (vaells_jax.training.warm_start): one member, one try,
-# a 3-D latent space (each class's curve at its own height; on nested
-# circles in 2-D the decoder reconstructs held-out images far worse), and
-# IMAGE_STEPS steps whose network rate rises from 0 over IMAGE_LR_WARMUP to
-# IMAGE_LR_NET: VAELLS refines the warm start. Adam's first steps at full
-# rate break the warm start's networks, and long training at 1e-3 draws the
-# codes off its loops (docs/studies/fit-images.md).
+# Images (image_config): the image networks (models.networks.image_layers,
+# IMAGE_CHANNELS channels, sides >= MIN_IMAGE_SIDE) from the warm start
+# (training.warm_start), one member, one try, 3 latent axes (each class at its
+# own height), IMAGE_STEPS steps at a network rate rising to IMAGE_LR_NET over
+# IMAGE_LR_WARMUP; why: docs/studies/fit-images.md.
 MIN_IMAGE_SIDE = 8
 IMAGE_CHANNELS = 32
 IMAGE_STEPS = 500
@@ -372,11 +364,8 @@ def _warm_start(plan: _Tries, data, input_map, folder, log) -> _Tries:
   of the data (:mod:`vaells_jax.training.warm_start`), written to
   ``folder`` (kept there for a resumed run), for image networks without
   ``start_networks``; else ``plan`` as it is."""
-  if (
-    plan.config.network != "image"
-    or plan.config.start_networks
-    or plan.config.latent_dim < 2
-  ):
+  config = plan.config
+  if config.network != "image" or config.start_networks or config.latent_dim < 2:
     return plan
   from vaells_jax.models import saved_networks
   from vaells_jax.training import placement, warm_start
