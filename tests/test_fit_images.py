@@ -183,3 +183,32 @@ def test_the_layout_tells_loops_from_open_curves():
   np.testing.assert_allclose(np.linalg.norm(codes3[labels[index] == 0, :2], axis=1), 1)
   np.testing.assert_allclose(codes3[:, 2], labels[index] - 0.5)
   np.testing.assert_allclose(codes3[:, 3], 0)
+
+
+@dataclasses.dataclass
+class _Sheared:
+  """A model whose strongest operator is a shear (eigenvalues 0) moving
+  codes ``(x, 1)``, x in [-1, 1], along x; it decodes a code to itself."""
+
+  psi = np.array([[[0.0, 0.5], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.01]]])
+  anchors_latent = np.array([[[0.0, 1.0]]])
+
+  def flat(self):
+    return self
+
+  def encode(self, x):
+    return np.asarray(x)
+
+  def decode(self, z):
+    return np.asarray(z)
+
+
+def test_orbit_strips_follow_an_open_flow_as_far_as_a_turn():
+  from vaells_jax.evaluation.image_fit_figures import FRAMES, _orbit_strips
+
+  codes = np.c_[np.linspace(-1, 1, 20), np.ones(20)]
+  strip = _orbit_strips(_Sheared(), codes)[0]  # the shear's row: [FRAMES, 2]
+  shown = np.all(np.isfinite(strip), axis=-1)
+  assert shown[FRAMES // 2] and np.allclose(strip[FRAMES // 2], [0.0, 1.0])
+  assert shown.sum() >= 3, strip  # not only the anchor: the frames move along x
+  assert np.allclose(strip[shown, 1], 1.0) and np.ptp(strip[shown, 0]) > 1.0

@@ -2,8 +2,9 @@
 
 * ``orbit_strips.png``: for each of the :data:`OPERATORS` strongest
   operators, one anchor of each class moved along the operator's orbit,
-  ``FRAMES`` frames over a half turn each way of its fastest rotation
-  (``|t| <= pi / rho``), the anchor itself in the middle (the paper's
+  ``FRAMES`` frames over ``|t| <= pi / ||Psi||_2`` (its spectral norm: a
+  half turn each way of a rotation, as far along an open flow, whose
+  eigenvalues are 0), the anchor itself in the middle (the paper's
   figure style); frames whose code lies farther from the origin than 1.5
   times the farthest held-out code are left blank (the decoder never saw
   such codes).
@@ -71,7 +72,7 @@ def _orbit_strips(trained, x_test) -> np.ndarray:
   order = np.argsort(-np.linalg.norm(psi, axis=(1, 2)))[:OPERATORS]
   rows = []
   for m in order:
-    rate = max(float(np.abs(np.linalg.eigvals(psi[m])).max()), 1e-6)
+    rate = max(float(np.linalg.norm(psi[m], 2)), 1e-6)
     ts = np.linspace(-np.pi / rate, np.pi / rate, FRAMES)
     path = transport_path(psi[m : m + 1], np.ones((1, 1)), anchors, ts)  # [T, C, d]
     moved = np.swapaxes(np.asarray(path, np.float64), 0, 1)  # [C, T, d]
