@@ -2,6 +2,7 @@
 population's refusal of blown-up members."""
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ class _Model:
   psi: np.ndarray
   decoder_gain: float = 1.0
   prior_spread: float = 0.0
+  config = types.SimpleNamespace(image_shape=())
 
   def flat(self):  # vectors already
     return self
@@ -178,20 +180,106 @@ def test_prior_samples_far_off_for_the_noise_keep_it_from_learned():
   assert "prior's samples lie far off" in off["reasons"][-1]
 
 
+SIDE = 16  # the constructed image models' images are SIDE x SIDE
+
+
+def _blobs(angle, label):
+  """Images ``[..., SIDE * SIDE]`` of two Gaussian blobs turned by
+  ``angle`` about the centre, ``0.8 + 0.5 label`` radians apart."""
+  grid = np.arange(SIDE) - (SIDE - 1) / 2
+  angle, label = np.broadcast_arrays(np.asarray(angle, float), label)
+  images = 0.0
+  for offset in (np.zeros_like(angle), 0.8 + 0.5 * label):
+    cx, cy = 5 * np.cos(angle + offset), 5 * np.sin(angle + offset)
+    dx = grid - cx[..., None, None]
+    dy = grid[:, None] - cy[..., None, None]
+    images = images + np.exp(-(dx**2 + dy**2) / 4.5)
+  return images.reshape(angle.shape + (SIDE * SIDE,))
+
+
 @dataclasses.dataclass
-class _ImageModel(_Model):
-  """``_Model`` taking and giving images ``[..., 5, 1]``, as a fit on images
-  does; the verdict computes on its flattened view."""
+class _TurningBlobs:
+  """An image model built by hand: class ``c`` at angle ``a`` has the code
+  ``(cos a, sin a, c - 1)``; it encodes by the nearest of 720 true images and
+  decodes exactly. ``blur``: it decodes every code to its class's mean image.
+  Its operators turn the codes (or scale them) as ``psi`` says. It takes
+  and gives images ``[..., SIDE, SIDE]``, its :meth:`flat` view vectors."""
+
+  data: _Data
+  psi: np.ndarray
+  blur: bool = False
+  flat_view: bool = False
+  config = types.SimpleNamespace(image_shape=(SIDE, SIDE, 1))
 
   def flat(self):
-    return _Model(self.data, self.psi, self.decoder_gain, self.prior_spread)
+    return dataclasses.replace(self, flat_view=True)
+
+  def decode(self, z):
+    images = self._decode(np.asarray(z))
+    if self.flat_view:
+      return images
+    return images.reshape(images.shape[:-1] + (SIDE, SIDE))
+
+  def _decode(self, z):
+    label = np.clip(np.rint(z[..., 2] + 1), 0, 2)
+    angle = np.arctan2(z[..., 1], z[..., 0])
+    if self.blur:
+      angle = np.linspace(0, 2 * np.pi, 90)[:, None] + 0 * angle.ravel()
+      return _blobs(angle, label.ravel()).mean(0).reshape(z.shape[:-1] + (-1,))
+    return _blobs(angle, label)
 
   def encode(self, x):
-    raise AssertionError("the verdict must not hand an image model vectors")
+    assert self.flat_view, "the verdict must compute on the flat view"
+    angles = np.linspace(0, 2 * np.pi, 720, endpoint=False)
+    codes = np.stack(
+      [np.c_[np.cos(angles), np.sin(angles), np.full(720, c - 1.0)] for c in range(3)]
+    ).reshape(-1, 3)
+    table = self._decode(codes)
+    gaps = ((np.asarray(x)[:, None] - table[None]) ** 2).sum(-1)
+    return codes[gaps.argmin(axis=1)]
+
+  @property
+  def anchors_latent(self):
+    turns = 2 * np.pi * np.arange(3) / 3
+    return np.stack(
+      [np.c_[np.cos(turns), np.sin(turns), np.full(3, c - 1.0)] for c in range(3)]
+    )
+
+  def sample_prior(self, key, n, label):
+    angle = np.random.default_rng(label).uniform(0, 2 * np.pi, n)
+    return np.c_[np.cos(angle), np.sin(angle), np.full(n, label - 1.0)]
+
+
+def _turning_images(seed=0, n=450):
+  """Three classes of :func:`_blobs` at random angles, pixel noise 0.02."""
+  rng = np.random.default_rng(seed)
+  labels = np.arange(n) % 3
+  x = _blobs(rng.uniform(0, 2 * np.pi, n), labels)
+  x += 0.02 * rng.normal(size=x.shape)
+  train = 4 * n // 5
+  return _Data(x[:train], labels[:train], x[train:], labels[train:], np.zeros(0))
+
+
+TURN_CODES = np.zeros((2, 3, 3))
+TURN_CODES[0, :2, :2] = [[0.0, -0.5], [0.5, 0.0]]
+SCALE_CODES = np.zeros((2, 3, 3))
+SCALE_CODES[0, :2, :2] = np.eye(2) * 0.5
 
 
 @pytest.mark.parametrize(
-  "psi, expected", [(ROTATION, "learned"), (SCALING, "not learned")]
+  "psi, blur, expected",
+  [
+    (TURN_CODES, False, "learned"),
+    (SCALE_CODES, False, "not learned"),  # its orbits stay at one image
+    (TURN_CODES, True, "not learned"),  # it decodes a blur of the class
+  ],
 )
-def test_the_verdict_on_an_image_model_uses_its_flat_view(psi, expected):
-  assert verdict(_ImageModel(_rings(), psi))["verdict"] == expected
+def test_the_image_verdict_on_constructed_image_models(psi, blur, expected):
+  result = verdict(_TurningBlobs(_turning_images(), psi, blur))
+  assert result["verdict"] == expected, result
+  signals = result["signals"]
+  if expected == "learned":
+    assert signals["image_coverage"] > 0.95 and signals["sample_class"] == 1.0
+    assert signals["sample_spreads"] < 0.2  # the training images: noisy, 120
+    assert signals["reconstruction_error"] < 0.02
+  assert "sample_noise_levels" not in signals  # curve distances: not on images

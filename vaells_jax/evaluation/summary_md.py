@@ -95,15 +95,24 @@ def _cell(value) -> str:
 def _verdict_lines(verdict) -> list[str]:
   """The verdict, its reasons and its signals against their thresholds."""
   limits = verdict["thresholds"]
-  rows = {
-    "latent_coverage": f">= {limits['coverage_learned']} learned, "
-    f"< {limits['coverage_low']} not learned",
-    "reconstruction_error": f"<= {limits['reconstruction_error_max']}",
-    "operator_norm": f"<= {limits['operator_norm_max']}",
-    "reconstruction_noise_levels": f"<= {limits['reconstruction_noise_levels_max']} "
-    "for learned",
-    "sample_noise_levels": f"<= {limits.get('sample_noise_levels_max')} for learned",
-  }
+  if "image_coverage_learned" in limits:  # an image model (runs.verdict)
+    rows = {
+      "image_coverage": f">= {limits['image_coverage_learned']} learned, "
+      f"< {limits['image_coverage_low']} not learned",
+      "image_purity": f">= {limits['image_purity_min']} for learned",
+      "sample_class": f">= {limits['sample_class_min']} for learned",
+      "sample_spreads": f"<= {limits['sample_spreads_max']} for learned",
+    }
+  else:
+    rows = {
+      "latent_coverage": f">= {limits['coverage_learned']} learned, "
+      f"< {limits['coverage_low']} not learned",
+      "reconstruction_noise_levels": f"<= {limits['reconstruction_noise_levels_max']} "
+      "for learned",
+      "sample_noise_levels": f"<= {limits.get('sample_noise_levels_max')} for learned",
+    }
+  rows["reconstruction_error"] = f"<= {limits['reconstruction_error_max']}"
+  rows["operator_norm"] = f"<= {limits['operator_norm_max']}"
   lines = [f"## Verdict: **{verdict['verdict']}**", ""]
   lines += [f"- {reason}" for reason in verdict["reasons"]]
   lines += ["", "| signal | value | threshold |", "|---|---|---|"]

@@ -28,6 +28,12 @@ the families of ``benchmarks/fit_battery.py`` and checked on others
   ``sqrt(D - 1)``. The prior is what the model says the manifold is; a
   decoder fitted to the codes alone (the decoder polish) can reconstruct
   the data while the prior's samples leave it.
+
+Images (a model with ``config.image_shape``) are scored in pixel space by
+:func:`image_signals` instead of the two noise-level signals, which measure
+distance off a sampled curve and say little on images (a digit's rotation
+bends through hundreds of pixel dimensions), and decided on
+:data:`IMAGE_THRESHOLDS` (docs/images.md).
 """
 
 from __future__ import annotations
@@ -42,8 +48,11 @@ from vaells_jax.training.coverage import (
 from vaells_jax.training.selection import OPERATOR_NORM_LIMIT
 
 __all__ = [
+  "IMAGE_CALIBRATION",
+  "IMAGE_THRESHOLDS",
   "THRESHOLDS",
   "decide",
+  "image_signals",
   "noise_level",
   "verdict",
   "verdict_signals",
@@ -71,6 +80,24 @@ THRESHOLDS = {
   # curves with prior_weight_net=30 and the decoder polish (docs/fit.md).
   "sample_noise_levels_max": 12.0,
 }
+# The image battery's families (benchmarks/image_battery.py) the image
+# thresholds were set on; the others check them (docs/images.md).
+IMAGE_CALIBRATION = ("rotated_digits", "shifted_digits", "turning_shapes")
+# The image verdict's (:func:`image_signals`); "learned" needs all of them.
+IMAGE_THRESHOLDS = {
+  # image_coverage at or above: learned (if the samples pass); below
+  # "image_coverage_low": not learned.
+  "image_coverage_learned": 0.6,
+  "image_coverage_low": 0.3,
+  "reconstruction_error_max": 0.25,
+  "operator_norm_max": OPERATOR_NORM_LIMIT,
+  "image_purity_min": 0.9,
+  "sample_class_min": 0.9,
+  "sample_spreads_max": 0.5,
+}
+IMAGE_ORBIT_POINTS = 401  # points of each decoded orbit of image_coverage
+IMAGE_NEIGHBOURS = 3  # nearest training images an orbit image passes
+REACH = 1.5  # orbit codes beyond this times the largest code's norm: left out
 SAMPLES = 300  # decoded prior samples of each class sample_noise_levels scores
 REFERENCE_POINTS = 1000  # training points of a class it compares them with, at most
 SEGMENT_NEIGHBOURS = 4  # segments from each training point in polyline_distance
@@ -133,7 +160,9 @@ def verdict_signals(trained, seed: int = 0) -> dict:
   """The ground-truth-free signals of ``trained`` (a
   :class:`~vaells_jax.api.TrainedVAELLS`) on its own data: floats, NaN
   where the model gives non-finite values. Images count as vectors of
-  their pixels."""
+  their pixels, scored by :func:`image_signals` instead of the noise
+  levels."""
+  image = bool(trained.config.image_shape)
   trained = trained.flat()
   data = trained.data
   x, labels = coverage_points(data.x_train, data.labels_train, seed)
@@ -147,16 +176,104 @@ def verdict_signals(trained, seed: int = 0) -> dict:
     error = np.mean(np.sum((decoded - test) ** 2, axis=-1)) / max(spread, 1e-300)
   norm = np.linalg.norm(psi, axis=(1, 2)).max()
   finite = lambda v: float(v) if np.isfinite(v) else float("nan")  # noqa: E731
+  measured = {
+    **coverages,
+    "reconstruction_error": finite(error),
+    "operator_norm": finite(norm),
+  }
+  if image:
+    return {**measured, **image_signals(trained, seed)}
   noise = noise_level(x, labels)
   with np.errstate(all="ignore"):
     squared = error * spread - test.shape[1] * noise**2
     levels = np.sqrt(max(squared, 0.0)) / noise
   return {
-    **coverages,
-    "reconstruction_error": finite(error),
-    "operator_norm": finite(norm),
+    **measured,
     "reconstruction_noise_levels": finite(levels),
     "sample_noise_levels": finite(_sample_levels(trained, seed)),
+  }
+
+
+def image_signals(trained, seed: int = 0) -> dict:
+  """The image verdict's signals of ``trained`` (its :meth:`flat` view), the
+  ground-truth-free counterparts of the image battery's scores
+  (``benchmarks/image_battery.py``), against at most
+  :data:`REFERENCE_POINTS` training images of each class:
+
+  * ``image_coverage``: the strongest operator's orbit from each anchor is
+    decoded (:data:`IMAGE_ORBIT_POINTS` points, a turn each way, steps set
+    by its spectral norm, so an open flow's orbit moves as far, those
+    beyond :data:`REACH` times the largest code's norm left out); a class's
+    training image counts as passed when it is among the
+    :data:`IMAGE_NEIGHBOURS` nearest training images of an orbit image.
+    The best anchor's fraction, the mean over classes. A distance-based
+    reach would not do: pixel distances saturate a few steps along a
+    transformation, so a blurred orbit lies within any reach of them all.
+  * ``image_purity``: the fraction of that anchor's orbit images whose
+    nearest training image is of its class (a turn that makes a 3 into a 5
+    is not a turn); the mean over classes.
+  * ``sample_class``: the fraction of decoded prior samples (:data:`SAMPLES`
+    a class) whose nearest training image is of their class.
+  * ``sample_spreads``: the samples' median distance to their class's
+    nearest training image, in units of the class's spread (the RMS
+    distance of its images from their mean image, which a blur of the
+    whole class scores about 1); the worst class.
+  """
+  import jax  # the model's own sampler and expm
+
+  data = trained.data
+  x, labels = np.asarray(data.x_train, np.float64), np.asarray(data.labels_train)
+  rng = np.random.default_rng(seed)
+  classes = []
+  for c in range(int(labels.max()) + 1):
+    own = x[labels == c]
+    if len(own) > REFERENCE_POINTS:
+      own = own[rng.choice(len(own), REFERENCE_POINTS, replace=False)]
+    classes.append(own)
+  reference = np.concatenate(classes)
+  owner = np.repeat(np.arange(len(classes)), [len(own) for own in classes])
+  psi = np.asarray(trained.psi, np.float32)
+  op = psi[int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))]
+  names = ("image_coverage", "image_purity", "sample_class", "sample_spreads")
+  nan = dict.fromkeys(names, np.nan)
+  if not np.all(np.isfinite(op)):
+    return nan
+  rate = max(float(np.linalg.norm(op, 2)), 1e-6)
+  ts = np.linspace(-2 * np.pi / rate, 2 * np.pi / rate, IMAGE_ORBIT_POINTS)
+  flows = jax.vmap(jax.scipy.linalg.expm)(ts[:, None, None] * op)  # [T, d, d]
+  orbits = np.einsum("tij,caj->cati", flows, np.asarray(trained.anchors_latent))
+  reach = REACH * np.linalg.norm(np.asarray(trained.encode(reference)), axis=-1).max()
+  coverage, purity = [], []
+  for c, anchors in enumerate(orbits):
+    passed = [(0.0, 0.0)]
+    for orbit in anchors:
+      orbit = orbit[np.linalg.norm(orbit, axis=-1) <= reach]
+      if not len(orbit):
+        continue
+      images = np.asarray(trained.decode(orbit), np.float64)
+      near = np.argsort(pairwise_distances(images, reference), axis=1)
+      hits = np.unique(near[:, :IMAGE_NEIGHBOURS])
+      own = np.mean(owner[near[:, 0]] == c)
+      passed.append((np.sum(owner[hits] == c) / len(classes[c]), own))
+    best = max(passed)
+    coverage.append(best[0])
+    purity.append(best[1])
+  keys = jax.random.split(jax.random.PRNGKey(seed + 5), len(classes))
+  in_class, spreads = [], []
+  for c, key in enumerate(keys):
+    samples = np.asarray(trained.decode(trained.sample_prior(key, SAMPLES, c)))
+    if not np.all(np.isfinite(samples)):
+      return nan
+    gaps = pairwise_distances(samples.astype(np.float64), reference)
+    in_class.append(np.mean(owner[gaps.argmin(axis=1)] == c))
+    own = classes[c]
+    spread = np.sqrt(np.mean(np.sum((own - own.mean(axis=0)) ** 2, axis=-1)))
+    spreads.append(np.median(gaps[:, owner == c].min(axis=1)) / max(spread, 1e-300))
+  return {
+    "image_coverage": float(np.mean(coverage)),
+    "image_purity": float(np.mean(purity)),
+    "sample_class": float(np.mean(in_class)),
+    "sample_spreads": float(np.max(spreads)),
   }
 
 
@@ -200,8 +317,11 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
   decoded prior samples lie too many estimated noise levels off the data
   (then ``uncertain``: the noise estimate is rough, and a noise-free curve
   has none to measure by);
-  ``uncertain`` between the coverage thresholds.
+  ``uncertain`` between the coverage thresholds. Images (signals of
+  :func:`image_signals`): :func:`_decide_image`.
   """
+  if "sample_spreads" in signals:
+    return _decide_image(signals, {**IMAGE_THRESHOLDS, **(thresholds or {})})
   limits = {**THRESHOLDS, **(thresholds or {})}
   broken = _blown_up(signals, limits)
   coverage = signals["latent_coverage"]
@@ -226,6 +346,51 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
   if len(reasons) > 1:
     return _said("uncertain", reasons, signals, limits)
   return _said("learned", reasons, signals, limits)
+
+
+def _decide_image(signals: dict, limits: dict) -> dict:
+  """The verdict on an image model: ``not learned`` when it broke or
+  ``image_coverage`` is low; ``learned`` when the coverage is high and the
+  prior's samples look like their class's images; else ``uncertain``."""
+  broken = _blown_up(signals, limits)
+  coverage = signals["image_coverage"]
+  if broken:
+    return _said("not learned", broken, signals, limits)
+  if coverage < limits["image_coverage_low"]:
+    reason = (
+      f"image_coverage {coverage:.2f} < {limits['image_coverage_low']}: no "
+      "operator's decoded orbit passes its class's images"
+    )
+    return _said("not learned", [reason], signals, limits)
+  reasons = []
+  if coverage < limits["image_coverage_learned"]:
+    reasons.append(
+      f"image_coverage {coverage:.2f} is between {limits['image_coverage_low']} "
+      f"and {limits['image_coverage_learned']}"
+    )
+  if signals["image_purity"] < limits["image_purity_min"]:
+    reasons.append(
+      f"image_purity {signals['image_purity']:.2f} < {limits['image_purity_min']}"
+      ": the orbits leave their class's images for others'"
+    )
+  if signals["sample_class"] < limits["sample_class_min"]:
+    reasons.append(
+      f"sample_class {signals['sample_class']:.2f} < {limits['sample_class_min']}"
+      ": the prior's samples look like other classes' images"
+    )
+  if signals["sample_spreads"] > limits["sample_spreads_max"]:
+    reasons.append(
+      f"sample_spreads {signals['sample_spreads']:.2f} > "
+      f"{limits['sample_spreads_max']}: the prior's samples lie far from "
+      "their class's images"
+    )
+  if reasons:
+    return _said("uncertain", reasons, signals, limits)
+  reason = (
+    f"image_coverage {coverage:.2f} >= {limits['image_coverage_learned']} and the "
+    "prior's samples look like their class's images"
+  )
+  return _said("learned", [reason], signals, limits)
 
 
 def _blown_up(signals: dict, limits: dict) -> list:
