@@ -113,9 +113,8 @@ def _check_image_network(config: Config, shape: tuple[int, ...] | None) -> None:
     )
 
 
-# Populations fit() trains at most: while the verdict is not "learned", a
-# fresh one (another seed, the same data and anchors) in WORKDIR/try<k>; the
-# best by verdict, then latent_coverage, is kept (docs/fit.md).
+# Populations fit() trains at most: while the verdict is not "learned", a fresh
+# one (another seed) in WORKDIR/try<k>; the best by verdict, then coverage, is kept.
 FIT_TRIES = 4
 # What the second try changes in fit's own config: the prior weighted 30
 # times in the network steps, the decoder polished and twice the steps. On
@@ -232,7 +231,7 @@ def fit(
       ``[N, H, W, C]`` (C = 1 or 3, sides >= :data:`MIN_IMAGE_SIDE`),
       which train the image networks of :func:`image_config` (without a
       config) and a model that takes and gives images of that shape
-      (docs/fit.md, "Images").
+      (docs/images.md).
     labels: integer classes ``[N]`` in ``0..C-1``, or None for one class.
       Each sample's prior uses only its own class's anchors.
     anchors: input-space anchors ``[C, A, D]`` (or ``[A, D]`` for one class;
@@ -450,14 +449,15 @@ def _train_try(k, plan: _Tries, record, data, input_map, workdir, log):
 
 
 def _rank_try(trained, folder: str) -> tuple[tuple[int, float], dict]:
-  """A try's rank (verdict, then ``latent_coverage``) and its ``tries.json`` row."""
+  """A try's rank (verdict, then coverage: latent, or images') and its row."""
   said = trained.verdict["verdict"] if trained.verdict else None
   signals = trained.verdict["signals"] if said else {}
-  coverage = signals.get("latent_coverage", 0.0)
+  name = "image_coverage" if "image_coverage" in signals else "latent_coverage"
+  coverage = signals.get(name, 0.0)
   row = {
     "folder": folder,
     "verdict": said,
-    "latent_coverage": coverage,
+    name: coverage,
     "sample_noise_levels": signals.get("sample_noise_levels"),
   }
   return (_RANK.get(said or "", 0), coverage), row

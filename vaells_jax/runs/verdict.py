@@ -165,10 +165,7 @@ def verdict_signals(trained, seed: int = 0) -> dict:
   image = bool(trained.config.image_shape)
   trained = trained.flat()
   data = trained.data
-  x, labels = coverage_points(data.x_train, data.labels_train, seed)
-  latents = np.asarray(trained.encode(x), np.float64)
   psi = np.asarray(trained.psi, np.float64)
-  coverages = coverage_signals(latents, labels, psi, seed)
   test = np.asarray(data.x_test, np.float64)
   decoded = np.asarray(trained.decode(trained.encode(test)), np.float64)
   spread = np.mean(np.sum((test - test.mean(axis=0)) ** 2, axis=-1))
@@ -176,18 +173,17 @@ def verdict_signals(trained, seed: int = 0) -> dict:
     error = np.mean(np.sum((decoded - test) ** 2, axis=-1)) / max(spread, 1e-300)
   norm = np.linalg.norm(psi, axis=(1, 2)).max()
   finite = lambda v: float(v) if np.isfinite(v) else float("nan")  # noqa: E731
-  measured = {
-    **coverages,
-    "reconstruction_error": finite(error),
-    "operator_norm": finite(norm),
-  }
+  measured = {"reconstruction_error": finite(error), "operator_norm": finite(norm)}
   if image:
     return {**measured, **image_signals(trained, seed)}
+  x, labels = coverage_points(data.x_train, data.labels_train, seed)
+  latents = np.asarray(trained.encode(x), np.float64)
   noise = noise_level(x, labels)
   with np.errstate(all="ignore"):
     squared = error * spread - test.shape[1] * noise**2
     levels = np.sqrt(max(squared, 0.0)) / noise
   return {
+    **coverage_signals(latents, labels, psi, seed),
     **measured,
     "reconstruction_noise_levels": finite(levels),
     "sample_noise_levels": finite(_sample_levels(trained, seed)),
