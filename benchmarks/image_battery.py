@@ -285,21 +285,32 @@ def scores(model, name: str, render, seed: int = 0) -> dict:
 
 
 def one_fit(
-  name: str, seed: int, config=None, tries=None, per_class=PER_CLASS, warm_start=True
+  name: str,
+  seed: int,
+  config=None,
+  tries=None,
+  per_class=PER_CLASS,
+  warm_start=True,
+  keep=None,
 ):
-  """One ``fit`` call on ``name``'s images of ``seed``, scored on the truth."""
+  """One ``fit`` call on ``name``'s images of ``seed``, scored on the truth;
+  ``keep``: a folder to keep its workdir in (``vaells_jax.load`` reads it)."""
+  from fit_mnist import _warm_start_seconds
+
   from vaells_jax.runs.fit import FIT_RETRY_CHANGES, IMAGE_TRIES, fit, image_config
 
   x, labels, _, render = family_data(name, seed, per_class)
   config = dataclasses.replace(config or image_config(x.shape[1:]), seed=seed)
   start = time.perf_counter()
-  with tempfile.TemporaryDirectory() as workdir:
+  lines: list[str] = []
+  with tempfile.TemporaryDirectory() as temporary:
+    workdir = keep or temporary
     model = fit(
       x,
       labels,
       config=config,
       workdir=workdir,
-      log=lambda line: None,
+      log=lines.append,
       tries=tries or IMAGE_TRIES,
       retry_changes=FIT_RETRY_CHANGES,
       evaluate=False,
@@ -308,12 +319,16 @@ def one_fit(
     wall = time.perf_counter() - start
     tried = pathlib.Path(workdir, "tries.json")
     record = json.loads(tried.read_text())["tries"] if tried.exists() else []
+    summary = pathlib.Path(workdir, "summary.json")
+    summary = json.loads(summary.read_text()) if summary.exists() else {}
+  phases = {k: summary.get(k) for k in ("compile_time_s", "train_time_s")}
   return {
     **scores(model, name, render, seed),
     "verdict": model.verdict["verdict"],
     "signals": model.verdict["signals"],
     "tries": max(1, len(record)),
     "wall_time_s": wall,
+    "phases_s": {"warm_start_s": _warm_start_seconds(lines), **phases},
     "num_steps": config.num_steps,
   }
 
@@ -353,6 +368,7 @@ def main(argv=None) -> dict:
   parser.add_argument(
     "--set", action="append", default=[], metavar="KEY=VALUE", help="a Config change"
   )
+  parser.add_argument("--keep", default=None, help="a folder to keep each workdir in")
   parser.add_argument("--out", default="image_battery.json")
   args = parser.parse_args(argv)
   import jax
@@ -383,7 +399,15 @@ def main(argv=None) -> dict:
         results[key] = {
           "family": name,
           "seed": seed,
-          **one_fit(name, seed, config, tries, per_class, not args.no_warm_start),
+          **one_fit(
+            name,
+            seed,
+            config,
+            tries,
+            per_class,
+            not args.no_warm_start,
+            args.keep and str(pathlib.Path(args.keep, key)),
+          ),
         }
         out.write_text(json.dumps(results, indent=2))
       r = results[key]
