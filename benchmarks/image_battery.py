@@ -38,8 +38,10 @@ the parameter score the returned model (:func:`scores`):
 
 ``success``: coverage >= 0.9, purity >= 0.9, sample_class >= 0.9 and
 sample_distance <= 0.5. The model's verdict is read against it. Results go
-to ``--out`` after every fit (a rerun continues). ``--quick``: a tiny run of
-two families (the tests).
+to ``--out`` after every fit (a rerun continues), with each call's time
+and where it went (``phases_s``); ``--keep DIR`` keeps each fit's workdir
+(``vaells_jax.load`` restores it). ``--quick``: a tiny run of two families
+(the tests).
 """
 
 from __future__ import annotations

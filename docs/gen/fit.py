@@ -1,9 +1,11 @@
-"""The numbers of docs/fit.md and its study pages: fit()'s battery, levers, speed."""
+"""The numbers of docs/fit.md, docs/images.md and their studies: fit() measured."""
 
 from __future__ import annotations
 
 import re
 import statistics
+
+import numpy as np
 
 from .common import _and, _block, _load, _of, _span
 
@@ -563,12 +565,12 @@ def _image_runs(key: str) -> dict[str, list[dict]]:
 
 
 def image_battery_table(key: str = "defaults") -> str:
-  """docs/fit.md: the image battery, a row per family (of variant ``key``)."""
+  """docs/images.md: the image battery, a row per family (of variant ``key``)."""
   rows = [
     "| family | learned (ground truth) | verdict `learned` / `uncertain` / "
-    "`not learned` | orbit coverage | prior samples in class | samples' "
-    "distance (spreads) | wall time a call |",
-    "|---|---|---|---|---|---|---|",
+    "`not learned` | orbit coverage | orbit purity | prior samples in class | "
+    "samples' distance (spreads) | wall time a call |",
+    "|---|---|---|---|---|---|---|---|",
   ]
   for family, runs in _image_runs(key).items():
     said = [sum(r["verdict"] == v for r in runs) for v in VERDICTS]
@@ -576,6 +578,7 @@ def image_battery_table(key: str = "defaults") -> str:
       f"| {IMAGE_FAMILIES[family]} | {sum(r['success'] for r in runs)} of "
       f"{len(runs)} | {' / '.join(map(str, said))} | "
       f"{_span([r['orbit_coverage'] for r in runs], 2)} | "
+      f"{_span([r['orbit_purity'] for r in runs], 2)} | "
       f"{_span([r['sample_class'] for r in runs], 2)} | "
       f"{_span([r['sample_distance'] for r in runs], 2)} | "
       f"{_span([r['wall_time_s'] for r in runs])} s |"
@@ -583,15 +586,64 @@ def image_battery_table(key: str = "defaults") -> str:
   return _block(rows)
 
 
+def _precision_recall(runs) -> str:
+  """The verdict's precision and recall against the ground truth of ``runs``."""
+  truth = np.array([r["success"] for r in runs])
+  said = np.array([r["verdict"] == "learned" for r in runs])
+  precision = f"{np.mean(truth[said]):.2f}" if said.any() else "undefined"
+  recall = f"{np.mean(said[truth]):.2f}" if truth.any() else "undefined"
+  return f"precision {precision} ({said.sum()} said), recall {recall}"
+
+
 def image_rates(key: str = "defaults") -> str:
-  """README: the image battery's rates and the verdict's word on them."""
+  """README: the image battery's rates and the verdict's precision, recall."""
   runs = _image_runs(key)
   every = [r for group in runs.values() for r in group]
   learned = sum(r["success"] for r in every)
-  called = sum(r["verdict"] == "learned" for r in every)
   return (
     f"{learned} of {len(every)} image fits ({len(runs)} families, seeds "
-    f"{_and(sorted({r['seed'] for r in every}))}); verdict `learned` on {called}"
+    f"{_span([r['seed'] for r in every])}); verdict {_precision_recall(every)}"
+  )
+
+
+def image_verdict_check() -> str:
+  """docs/images.md: the image verdict on the families its thresholds were
+  set on and on the others: the battery's runs at fit's defaults and the
+  study's runs scored by the image verdict."""
+  from vaells_jax.runs.verdict import IMAGE_CALIBRATION
+
+  results = _load("image_battery.json")
+  runs = [*results["defaults"].values(), *results["study"].values()]
+  runs = [r for r in runs if "image_coverage" in r["signals"]]
+  parts = []
+  for word, chosen in (("set on", True), ("checked on", False)):
+    names = [f for f in IMAGE_FAMILIES if (f in IMAGE_CALIBRATION) == chosen]
+    group = [r for r in runs if r["family"] in names]
+    families = _and(f.replace("_", " ") for f in names)
+    failed = sum(not r["success"] for r in group)
+    parts.append(
+      f"{word} {families} ({len(group)} runs, {failed} failed): "
+      f"{_precision_recall(group)}"
+    )
+  return "; ".join(parts)
+
+
+def image_time(key: str = "defaults") -> str:
+  """docs/images.md: the median 28 x 28 image fit's time and where it went."""
+  runs = [
+    r
+    for f in ("rotated_digits", "shifted_digits")
+    for r in _image_runs(key).get(f, [])
+    if r.get("phases_s")
+  ]
+  phases = {k: np.median([r["phases_s"][k] for r in runs]) for k in runs[0]["phases_s"]}
+  wall = np.median([r["wall_time_s"] for r in runs])
+  rest = wall - sum(phases.values())
+  return (
+    f"median {wall:.0f} s a call over {len(runs)} calls (warm start "
+    f"{phases['warm_start_s']:.0f} s, compiling {phases['compile_time_s']:.0f} s, "
+    f"training {phases['train_time_s']:.0f} s, the rest, mostly the verdict, "
+    f"{rest:.0f} s)"
   )
 
 
@@ -599,7 +651,7 @@ VERDICTS = ("learned", "uncertain", "not learned")
 
 
 def fit_mnist() -> str:
-  """docs/fit.md: fit on the 60 000 MNIST training digits: time, memory."""
+  """docs/images.md: fit on the 60 000 MNIST training digits: time, memory."""
   run = _load("fit_mnist.json")
   phases = run["phases_s"]
   return (
@@ -612,7 +664,7 @@ def fit_mnist() -> str:
 
 
 def image_layouts() -> str:
-  """docs/fit.md: how many classes the warm start lays out as what they are."""
+  """docs/images.md: how many classes the warm start lays out as what they are."""
   right = [r for row in _load("image_layouts.json").values() for r in row["right"]]
   return f"{sum(right)} of {len(right)} classes"
 
@@ -670,6 +722,8 @@ RENDERERS = {
   "image-pretrain-loop": image_pretrain_loop,
   "image-battery-table": image_battery_table,
   "image-rates": image_rates,
+  "image-verdict-check": image_verdict_check,
+  "image-time": image_time,
   "image-layouts": image_layouts,
   "fit-mnist": fit_mnist,
   "fit-rates": fit_rates,

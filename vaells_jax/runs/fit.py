@@ -65,16 +65,16 @@ FIT_CONFIG = Config(
   select_signal="latent_coverage",
 )
 ANCHOR_CHOICES = ("spread", "random")
-# Images (image_config): the image networks (models.networks.image_layers,
-# IMAGE_CHANNELS channels, sides >= MIN_IMAGE_SIDE) from the warm start
-# (training.warm_start), one member, one try, 3 latent axes (each class at its
-# own height), IMAGE_STEPS steps at a network rate rising to IMAGE_LR_NET over
-# IMAGE_LR_WARMUP; why: docs/studies/fit-images.md.
+# Images (image_config): image networks (models.networks.image_layers,
+# IMAGE_CHANNELS channels, sides >= MIN_IMAGE_SIDE) from the warm start, one
+# member, one try, 3 latent axes, IMAGE_STEPS steps that train operators and
+# anchors (network rate IMAGE_LR_NET = 0: every rate tried degraded the
+# networks; anchors' rate rising over IMAGE_LR_WARMUP): docs/studies/fit-images.md.
 MIN_IMAGE_SIDE = 8
 IMAGE_CHANNELS = 32
 IMAGE_STEPS = 500
 IMAGE_LR_WARMUP = 250
-IMAGE_LR_NET = 1e-4
+IMAGE_LR_NET = 0.0
 IMAGE_TRIES = 1
 IMAGE_LATENT_DIM = 3
 
@@ -82,7 +82,7 @@ IMAGE_LATENT_DIM = 3
 def image_config(shape: tuple[int, ...]) -> Config:
   """What :func:`fit` trains on images of ``shape`` (``(H, W)`` or
   ``(H, W, C)``) when it is given no config: :data:`FIT_CONFIG` with the
-  image networks (docs/fit.md)."""
+  image networks (docs/images.md)."""
   return dataclasses.replace(
     FIT_CONFIG,
     network="image",

@@ -3,7 +3,7 @@
 From random networks, VAELLS on images rarely finds a closed loop for a
 periodic transformation: the encoder lays each class's orbit out as a
 tangle of open pieces before the operators learn, and the operators then
-learn nothing that moves along it (docs/fit.md, "Images"). The warm start
+learn nothing that moves along it (docs/images.md). The warm start
 gives the networks a layout first, from the data alone:
 
 1. :func:`layout`: each class's points (at most :data:`LAYOUT_POINTS`) are
