@@ -90,10 +90,8 @@ CHUNK = 500
 CLASSIFIER_STEPS = 600
 
 
-def _chunked(fn, x, size=CHUNK):
-  return np.concatenate(
-    [np.asarray(fn(x[i : i + size])) for i in range(0, len(x), size)]
-  )
+def _chunked(fn, x):
+  return evaluation.chunked(fn, x, CHUNK)
 
 
 def evaluate_and_report(trained, workdir, summary, log=None) -> dict:

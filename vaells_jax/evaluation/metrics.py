@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+  "chunked",
   "knn_class_accuracy",
   "latent_path_distance",
   "manifold_distance",
@@ -22,6 +23,13 @@ __all__ = [
 ]
 
 _DEFAULT_CHUNK = 1024
+
+
+def chunked(function, x, size: int) -> np.ndarray:
+  """``function(x)`` a ``size`` of rows at a time (bounded memory); no rows
+  make one call on none."""
+  starts = range(0, max(len(x), 1), size)
+  return np.concatenate([np.asarray(function(x[i : i + size])) for i in starts])
 
 
 def _as_points(x, name: str) -> np.ndarray:

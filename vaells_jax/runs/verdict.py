@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vaells_jax.evaluation.metrics import chunked
 from vaells_jax.training.coverage import (
   coverage_points,
   coverage_signals,
@@ -104,6 +105,7 @@ IMAGE_THRESHOLDS = {
 IMAGE_ORBIT_POINTS = 401  # points of each decoded orbit of image_coverage
 IMAGE_NEIGHBOURS = 3  # nearest training images an orbit image passes
 REACH = 1.5  # orbit codes beyond this times the largest code's norm: left out
+CHUNK = 1000  # rows the networks encode or decode a call
 SAMPLES = 300  # decoded prior samples of each class sample_noise_levels scores
 REFERENCE_POINTS = 1000  # training points of a class it compares them with, at most
 SEGMENT_NEIGHBOURS = 4  # segments from each training point in polyline_distance
@@ -227,8 +229,10 @@ def image_signals(trained, seed: int = 0) -> dict:
   names = ("image_coverage", "image_purity", "sample_class", "sample_spreads")
   if not np.all(np.isfinite(op)):
     return dict.fromkeys(names, np.nan)
-  orbit_scores = _orbit_scores(trained, op, classes)
-  sample_scores = _sample_scores(trained, classes, seed)
+  reference = np.concatenate(classes)
+  owner = np.repeat(np.arange(len(classes)), [len(own) for own in classes])
+  orbit_scores = _orbit_scores(trained, op, reference, owner)
+  sample_scores = _sample_scores(trained, reference, owner, seed)
   if sample_scores is None:  # the samples are not finite
     return dict.fromkeys(names, np.nan)
   return dict(zip(names, orbit_scores + sample_scores, strict=True))
@@ -247,12 +251,11 @@ def _reference_images(data, seed: int) -> list[np.ndarray]:
   return classes
 
 
-def _orbit_scores(trained, op, classes) -> tuple[float, float]:
-  """``(image_coverage, image_purity)`` of the operator ``op``'s orbits."""
+def _orbit_scores(trained, op, reference, owner) -> tuple[float, float]:
+  """``(image_coverage, image_purity)`` of the operator ``op``'s orbits,
+  against the ``reference`` images of classes ``owner``."""
   import jax  # expm
 
-  reference = np.concatenate(classes)
-  owner = np.repeat(np.arange(len(classes)), [len(own) for own in classes])
   rate = max(float(np.linalg.norm(op, 2)), 1e-6)
   ts = np.linspace(-2 * np.pi / rate, 2 * np.pi / rate, IMAGE_ORBIT_POINTS)
   flows = jax.vmap(jax.scipy.linalg.expm)(ts[:, None, None] * op)  # [T, d, d]
@@ -269,21 +272,19 @@ def _orbit_scores(trained, op, classes) -> tuple[float, float]:
       near = np.argsort(pairwise_distances(images, reference), axis=1)
       hits = np.unique(near[:, :IMAGE_NEIGHBOURS])
       own = np.mean(owner[near[:, 0]] == c)
-      passed.append((np.sum(owner[hits] == c) / len(classes[c]), own))
+      passed.append((np.sum(owner[hits] == c) / np.sum(owner == c), own))
     best = max(passed)
     coverage.append(best[0])
     purity.append(best[1])
   return float(np.mean(coverage)), float(np.mean(purity))
 
 
-def _sample_scores(trained, classes, seed: int) -> tuple[float, float] | None:
-  """``(sample_class, sample_spreads)`` of decoded prior samples; None
-  where they are not finite."""
+def _sample_scores(trained, reference, owner, seed: int) -> tuple[float, float] | None:
+  """``(sample_class, sample_spreads)`` of decoded prior samples against the
+  ``reference`` images of classes ``owner``; None where they are not finite."""
   import jax  # the model's own sampler
 
-  reference = np.concatenate(classes)
-  owner = np.repeat(np.arange(len(classes)), [len(own) for own in classes])
-  keys = jax.random.split(jax.random.PRNGKey(seed + 5), len(classes))
+  keys = jax.random.split(jax.random.PRNGKey(seed + 5), owner.max() + 1)
   in_class, spreads = [], []
   for c, key in enumerate(keys):
     samples = np.asarray(trained.decode(trained.sample_prior(key, SAMPLES, c)))
@@ -291,17 +292,15 @@ def _sample_scores(trained, classes, seed: int) -> tuple[float, float] | None:
       return None
     gaps = pairwise_distances(samples.astype(np.float64), reference)
     in_class.append(np.mean(owner[gaps.argmin(axis=1)] == c))
-    own = classes[c]
+    own = reference[owner == c]
     spread = np.sqrt(np.mean(np.sum((own - own.mean(axis=0)) ** 2, axis=-1)))
     spreads.append(np.median(gaps[:, owner == c].min(axis=1)) / max(spread, 1e-300))
   return float(np.mean(in_class)), float(np.max(spreads))
 
 
-def _chunked(function, x, chunk: int = 1000) -> np.ndarray:
-  """``function(x)`` a ``chunk`` of rows at a time (bounded memory), float64."""
-  starts = range(0, max(len(x), 1), chunk)  # one empty call for no rows
-  parts = [np.asarray(function(x[i : i + chunk])) for i in starts]
-  return np.concatenate(parts).astype(np.float64)
+def _chunked(function, x) -> np.ndarray:
+  """``function(x)`` :data:`CHUNK` rows at a time (bounded memory), float64."""
+  return chunked(function, x, CHUNK).astype(np.float64)
 
 
 def _sample_levels(trained, seed: int) -> float:
@@ -309,14 +308,9 @@ def _sample_levels(trained, seed: int) -> float:
   import jax  # the model's own sampler
 
   data = trained.data
-  train, train_labels = np.asarray(data.x_train), np.asarray(data.labels_train)
-  rng = np.random.default_rng(seed)
   keys = jax.random.split(jax.random.PRNGKey(seed + 5), data.anchors.shape[0])
-  levels = []
-  for c, key in enumerate(keys):
-    own = train[train_labels == c]
-    if len(own) > REFERENCE_POINTS:
-      own = own[rng.choice(len(own), REFERENCE_POINTS, replace=False)]
+  levels, classes = [], _reference_images(data, seed)
+  for c, (key, own) in enumerate(zip(keys, classes, strict=False)):
     if len(own) < 3 or own.shape[1] < 2:
       continue
     spread = np.median(polyline_distance(own, own, own=True))
