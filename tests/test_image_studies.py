@@ -2,6 +2,8 @@
 
 import importlib.util
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -31,3 +33,16 @@ def test_latent_layout(tmp_path, monkeypatch):
   rows = _study("latent_layout").main(["--seeds=0", f"--out={tmp_path / 'l.json'}"])
   assert sorted(r["latent_dim"] for r in rows.values()) == [2, 3]
   assert all(r["held_out_error"] > 0 for r in rows.values())
+
+
+@pytest.mark.whole_run
+def test_latent_scale(tmp_path):
+  keep = tmp_path / "keep"
+  battery = [sys.executable, "benchmarks/image_battery.py", "--quick", "--seeds=0"]
+  battery += ["--families=rotated_digits", f"--keep={keep}"]
+  battery += [f"--out={tmp_path / 'b.json'}"]
+  subprocess.run(battery, cwd=ROOT, check=True, capture_output=True)
+  rows = _study("latent_scale").main([f"--keep={keep}", f"--out={tmp_path / 's.json'}"])
+  (row,) = rows.values()
+  assert row["family"] == "rotated_digits" and row["seed"] == 0
+  assert 0 < row["p99_entry"] <= row["max_entry"]
