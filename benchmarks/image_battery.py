@@ -40,8 +40,10 @@ the parameter score the returned model (:func:`scores`):
 sample_distance <= 0.5. The model's verdict is read against it. Results go
 to ``--out`` after every fit (a rerun continues), with each call's time
 and where it went (``phases_s``); ``--keep DIR`` keeps each fit's workdir
-(``vaells_jax.load`` restores it). ``--quick``: a tiny run of two families
-(the tests).
+(``vaells_jax.load`` restores it); ``--warm-from DIR`` starts each fit from
+the warm start such a kept fit of the same family and seed wrote (a study
+of what trains after it; its time is then not a whole call). ``--quick``:
+a tiny run of two families (the tests).
 """
 
 from __future__ import annotations
@@ -358,6 +360,18 @@ def table(results: dict) -> str:
   return "\n".join(lines)
 
 
+def _warm_from(folder, key, config):
+  """``config`` starting from the warm start a kept fit ``key`` wrote in
+  ``folder`` (``--keep``): the same networks and operators, not recomputed
+  (its time is the kept fit's ``warm_start_s``)."""
+  if folder is None:
+    return config
+  path = pathlib.Path(folder, key, "start_networks.msgpack").resolve()
+  if not path.exists():
+    raise SystemExit(f"--warm-from: {path} is missing")
+  return dataclasses.replace(config, start_networks=str(path))
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--seeds", default="100-109", help="e.g. 100-109 or 1,2,3")
@@ -371,6 +385,9 @@ def main(argv=None) -> dict:
     "--set", action="append", default=[], metavar="KEY=VALUE", help="a Config change"
   )
   parser.add_argument("--keep", default=None, help="a folder to keep each workdir in")
+  parser.add_argument(
+    "--warm-from", default=None, help="a --keep folder whose warm starts to reuse"
+  )
   parser.add_argument("--out", default="image_battery.json")
   args = parser.parse_args(argv)
   import jax
@@ -383,9 +400,7 @@ def main(argv=None) -> dict:
   out = pathlib.Path(args.out)
   results = json.loads(out.read_text()) if out.exists() else {}
   for name in args.families.split(","):
-    config = None
-    if args.quick or args.set:
-      config = image_config(FAMILIES[name].shape)
+    config = image_config(FAMILIES[name].shape)
     if args.quick:
       config = dataclasses.replace(config, num_steps=4, batch_size=8, population=2)
       warm_start.STEPS = 20
@@ -404,7 +419,7 @@ def main(argv=None) -> dict:
           **one_fit(
             name,
             seed,
-            config,
+            _warm_from(args.warm_from, key, config),
             tries,
             per_class,
             not args.no_warm_start,

@@ -155,6 +155,18 @@ def test_image_battery(tmp_path):
 
 
 @pytest.mark.whole_run
+def test_image_battery_reuses_a_kept_warm_start(tmp_path):
+  args = ("image_battery", "--quick", "--seeds=0", "--families=rotated_digits")
+  a, b, keep = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "keep"
+  first = _bench(*args, f"--keep={keep}", f"--out={a}", out=a)
+  again = _bench(*args, f"--warm-from={keep}", f"--out={b}", out=b)
+  (one,), (two,) = first.values(), again.values()
+  assert one["phases_s"]["warm_start_s"] > 0 and two["phases_s"]["warm_start_s"] is None
+  for name in ("orbit_coverage", "orbit_purity", "sample_class", "sample_distance"):
+    assert two[name] == pytest.approx(one[name], abs=1e-6), name
+
+
+@pytest.mark.whole_run
 def test_fit_mnist(tmp_path):
   out = tmp_path / "mnist.json"
   result = _bench(

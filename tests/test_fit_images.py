@@ -84,6 +84,25 @@ def test_images_in_images_out(tmp_path, shape, channels):
   np.testing.assert_array_equal(saved.decode(z), model.decode(z))
 
 
+def test_an_image_fit_trains_the_operators_alone(tmp_path):
+  from vaells_jax.models import saved_networks
+  from vaells_jax.runs.fit import WARM_START_NAME
+
+  x, labels = _blobs()
+  model = _fit(x, labels, tmp_path)
+  networks = {k: model.params[k] for k in ("encoder", "decoder")}
+  like = {**networks, "psi": model.psi}
+  start = saved_networks.read(tmp_path / WARM_START_NAME, like)
+  start.pop("psi")
+  for got, want in zip(jax.tree.leaves(networks), jax.tree.leaves(start), strict=True):
+    np.testing.assert_array_equal(got, want)
+  flat = x.reshape(len(x), -1)
+  anchors = np.asarray(model.anchors).reshape(-1, flat.shape[1])
+  nearest = np.min(np.linalg.norm(anchors[:, None] - flat[None], axis=-1), axis=1)
+  assert np.all(nearest < 1e-5 * np.linalg.norm(flat, axis=1).mean())  # as chosen
+  assert not np.allclose(model.psi, 0.0)
+
+
 def test_uint8_images_come_back_in_pixel_units(tmp_path):
   x, labels = _blobs()
   x = np.round(x * 255).astype(np.uint8)

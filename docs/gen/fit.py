@@ -569,8 +569,8 @@ def image_battery_table(key: str = "defaults") -> str:
   rows = [
     "| family | learned (ground truth) | verdict `learned` / `uncertain` / "
     "`not learned` | orbit coverage | orbit purity | prior samples in class | "
-    "samples' distance (spreads) | wall time a call |",
-    "|---|---|---|---|---|---|---|---|",
+    "samples' distance (spreads) |",
+    "|---|---|---|---|---|---|---|",
   ]
   for family, runs in _image_runs(key).items():
     said = [sum(r["verdict"] == v for r in runs) for v in VERDICTS]
@@ -580,8 +580,7 @@ def image_battery_table(key: str = "defaults") -> str:
       f"{_span([r['orbit_coverage'] for r in runs], 2)} | "
       f"{_span([r['orbit_purity'] for r in runs], 2)} | "
       f"{_span([r['sample_class'] for r in runs], 2)} | "
-      f"{_span([r['sample_distance'] for r in runs], 2)} | "
-      f"{_span([r['wall_time_s'] for r in runs])} s |"
+      f"{_span([r['sample_distance'] for r in runs], 2)} |"
     )
   return _block(rows)
 
@@ -606,6 +605,21 @@ def image_rates(key: str = "defaults") -> str:
   )
 
 
+def image_anchors() -> str:
+  """docs/studies/fit-images.md: the battery with the anchors trained (from
+  the same warm starts) against fit's defaults, which hold them."""
+  parts = []
+  for key, words in (("anchors_trained", "trained"), ("defaults", "held")):
+    runs = [r for group in _image_runs(key).values() for r in group]
+    failed = [r for r in runs if not r["success"]]
+    named = _and(f"{IMAGE_FAMILIES[r['family']]} {r['seed']}" for r in failed)
+    parts.append(
+      f"anchors {words}, {sum(r['success'] for r in runs)} of {len(runs)} "
+      f"learned" + (f" (failed: {named})" if failed else "")
+    )
+  return "; ".join(parts)
+
+
 def image_verdict_check() -> str:
   """docs/images.md: the image verdict on the families its thresholds were
   set on and on the others: the battery's runs at fit's defaults and the
@@ -613,7 +627,8 @@ def image_verdict_check() -> str:
   from vaells_jax.runs.verdict import IMAGE_CALIBRATION
 
   results = _load("image_battery.json")
-  runs = [*results["defaults"].values(), *results["study"].values()]
+  keys = ("defaults", "anchors_trained", "study")
+  runs = [r for key in keys for r in results[key].values()]
   runs = [r for r in runs if "image_coverage" in r["signals"]]
   parts = []
   for word, chosen in (("set on", True), ("checked on", False)):
@@ -628,22 +643,35 @@ def image_verdict_check() -> str:
   return "; ".join(parts)
 
 
-def image_time(key: str = "defaults") -> str:
-  """docs/images.md: the median 28 x 28 image fit's time and where it went."""
-  runs = [
-    r
-    for f in ("rotated_digits", "shifted_digits")
-    for r in _image_runs(key).get(f, [])
-    if r.get("phases_s")
-  ]
+def image_reused() -> str:
+  """docs/images.md: how many of the battery's runs reused a kept warm start."""
+  runs = _load("image_battery.json")["defaults"].values()
+  return f"{sum('warm_start_from' in r for r in runs)} of the table's {len(runs)} runs"
+
+
+def image_time() -> str:
+  """docs/images.md: whole 28 x 28 calls at fit's defaults (their median and
+  where it went), and the battery's whole calls with the anchors trained."""
+  results = _load("image_battery.json")
+  runs = list(results["timing"].values())
   phases = {k: np.median([r["phases_s"][k] for r in runs]) for k in runs[0]["phases_s"]}
-  wall = np.median([r["wall_time_s"] for r in runs])
-  rest = wall - sum(phases.values())
+  wall = [r["wall_time_s"] for r in runs]
+  rest = np.median(wall) - sum(phases.values())
+  trained = _image_runs("anchors_trained")
+  small = [
+    r["wall_time_s"] for f in ("rotated_digits", "shifted_digits") for r in trained[f]
+  ]
+  larger = [
+    f"{IMAGE_FAMILIES[f]} {_span([r['wall_time_s'] for r in trained[f]])} s"
+    for f in ("turning_shapes", "colour_sprites", "wide_sprites")
+  ]
   return (
-    f"median {wall:.0f} s a call over {len(runs)} calls (warm start "
+    f"28 × 28 at fit's defaults: median {np.median(wall):.0f} s a call over "
+    f"{len(runs)} calls ({_span(wall)} s; warm start "
     f"{phases['warm_start_s']:.0f} s, compiling {phases['compile_time_s']:.0f} s, "
     f"training {phases['train_time_s']:.0f} s, the rest, mostly the verdict, "
-    f"{rest:.0f} s)"
+    f"{rest:.0f} s); the kept runs, two at a time: 28 × 28 median "
+    f"{np.median(small):.0f} s over {len(small)} calls, {_and(larger)}"
   )
 
 
@@ -715,15 +743,30 @@ def image_latent_layout() -> str:
   )
 
 
+def image_latent_scale() -> str:
+  """docs/studies/fit-images.md: the largest code entries of fit's image
+  models (appendix B's rule divides the codes by them)."""
+  rows = [r for r in _load("image_latent_scale.json").values() if r["lr_net"] == 0]
+  seeds = sorted({r["seed"] for r in rows})
+  return (
+    f"{_span([r['max_entry'] for r in rows], 2)} (99th percentile "
+    f"{_span([r['p99_entry'] for r in rows], 2)}; {len(rows)} fits of "
+    f"{len({r['family'] for r in rows})} families, seeds {seeds[0]}–{seeds[-1]})"
+  )
+
+
 RENDERERS = {
   "fit-battery-table": fit_battery_table,
   "image-latent-layout": image_latent_layout,
+  "image-latent-scale": image_latent_scale,
+  "image-anchors": image_anchors,
   "image-study-table": image_study_table,
   "image-pretrain-loop": image_pretrain_loop,
   "image-battery-table": image_battery_table,
   "image-rates": image_rates,
   "image-verdict-check": image_verdict_check,
   "image-time": image_time,
+  "image-reused": image_reused,
   "image-layouts": image_layouts,
   "fit-mnist": fit_mnist,
   "fit-rates": fit_rates,

@@ -34,7 +34,6 @@ __all__ = [
   "IMAGE_CHANNELS",
   "IMAGE_LATENT_DIM",
   "IMAGE_LR_NET",
-  "IMAGE_LR_WARMUP",
   "IMAGE_STEPS",
   "IMAGE_TRIES",
   "MIN_IMAGE_SIDE",
@@ -67,13 +66,13 @@ FIT_CONFIG = Config(
 ANCHOR_CHOICES = ("spread", "random")
 # Images (image_config): image networks (models.networks.image_layers,
 # IMAGE_CHANNELS channels, sides >= MIN_IMAGE_SIDE) from the warm start, one
-# member, one try, 3 latent axes, IMAGE_STEPS steps that train operators and
-# anchors (network rate IMAGE_LR_NET = 0: every rate tried degraded the
-# networks; anchors' rate rising over IMAGE_LR_WARMUP): docs/studies/fit-images.md.
+# member, one try, 3 latent axes, IMAGE_STEPS steps that train the operators
+# alone (network rate IMAGE_LR_NET = 0: every rate tried degraded the
+# networks; anchors fixed: trained, they drifted off their class's orbit on
+# the battery's failures): docs/studies/fit-images.md.
 MIN_IMAGE_SIDE = 8
 IMAGE_CHANNELS = 32
 IMAGE_STEPS = 500
-IMAGE_LR_WARMUP = 250
 IMAGE_LR_NET = 0.0
 IMAGE_TRIES = 1
 IMAGE_LATENT_DIM = 3
@@ -91,7 +90,7 @@ def image_config(shape: tuple[int, ...]) -> Config:
     population=1,
     num_steps=IMAGE_STEPS,
     lr_net=IMAGE_LR_NET,
-    lr_net_warmup=IMAGE_LR_WARMUP,
+    learn_anchors=False,
     latent_dim=IMAGE_LATENT_DIM,
   )
 
