@@ -622,8 +622,8 @@ def image_anchors() -> str:
 
 def image_verdict_check() -> str:
   """docs/images.md: the image verdict on the families its thresholds were
-  set on and on the others: the battery's runs at fit's defaults and the
-  study's runs scored by the image verdict."""
+  set on and on the others: every scored run of the battery (at fit's
+  defaults, with the anchors trained, and the study's)."""
   from vaells_jax.runs.verdict import IMAGE_CALIBRATION
 
   results = _load("image_battery.json")
