@@ -7,7 +7,9 @@ linearly (``U[-1, 1]^{D x 2}``) to ``D`` dimensions, noise 0.01 per
 coordinate, one class per curve. ``knots_3d`` (beyond the battery, not in
 the default ``--families``) maps curves in 3-D: a trefoil knot and a
 circle whose height swings, which no plane holds. :func:`vaells_jax.fit`
-gets the points and labels only; the true curves, which fit never sees,
+gets the points and labels only, with its defaults for such data
+(:func:`vaells_jax.runs.fit_defaults.defaults`; ``--set`` changes them); the
+true curves, which fit never sees,
 then score the returned model as the experiments are scored
 (:func:`vaells_jax.evaluation.synthetic_report.learned_structure`: orbit
 coverage >= 0.9 and decoded prior samples within 15 noise levels), and the
@@ -75,6 +77,13 @@ def _spiral_arc(t):
   return np.stack([r * np.cos(angle), r * np.sin(angle)], -1)
 
 
+def _s_curve(t):
+  """An open curve whose curvature changes sign: an S of two three-quarter
+  turns of radius 1, 4 tall."""
+  a = 3 * np.pi * (t - 0.5)
+  return np.stack([np.sin(a), np.sign(a) * (np.cos(a) - 1)], -1)
+
+
 def _trefoil(t):
   """A closed curve in 3-D that no plane holds: the trefoil knot, ~1 across."""
   a = 2 * np.pi * t
@@ -103,6 +112,7 @@ FAMILIES = {
   "circles_100d": ([_ring(1.0), _ring(2.0)], (100, 100), 100, 1.0, 0.0),
   "wobbly_100d": ([_ring(1.0, 0.25), _ring(2.0, 0.25)], (120, 120), 100, 1.0, 0.0),
   "arc": ([(_spiral_arc, False)], (200,), 10, 1.0, 0.0),
+  "s_curve": ([(_s_curve, False)], (200,), 20, 1.0, 0.0),
   "knots_3d": ([(_trefoil, True), (_seam, True)], (150, 100), 10, 1.0, 0.0),
 }
 BEYOND = ("knots_3d",)  # not in the default --families
@@ -159,18 +169,20 @@ def one_fit(
   family,
   seed,
   anchor_choice,
-  config=None,
+  adjust=None,
   anchors_per_class=3,
   tries=None,
   members=False,
 ) -> dict:
-  """One ``fit`` call on ``family``'s data of ``seed``, scored on the true
-  curves; ``members``: also every member of the kept try's population at
-  its selection step (all trained to the end with ``select_at=1``)."""
-  from vaells_jax.runs.fit import FIT_CONFIG, FIT_RETRY_CHANGES, fit
+  """One ``fit`` call on ``family``'s data of ``seed`` with fit's defaults
+  for the data (changed by ``adjust``, a function of the config; ``tries``:
+  instead of fit's), scored on the true curves; ``members``: also every
+  member of the kept try's population at its selection step (all trained
+  to the end with ``select_at=1``)."""
+  from vaells_jax.runs.fit import fit
 
   x, labels, manifold, manifold_labels = family_data(family, seed)
-  config = dataclasses.replace(config or FIT_CONFIG, seed=seed)
+  own = family_defaults(family, seed, adjust)
   anchors = None
   if anchor_choice == "even":
     anchors = even_anchors(manifold, manifold_labels, anchors_per_class)
@@ -180,13 +192,13 @@ def one_fit(
       x,
       labels,
       anchors,
-      config=config,
+      config=own.config,
       anchors_per_class=anchors_per_class,
       anchor_choice="random" if anchor_choice == "random" else "spread",
       workdir=workdir,
       log=lambda line: None,
-      tries=tries,
-      retry_changes=FIT_RETRY_CHANGES,
+      tries=tries or own.tries,
+      retry_changes=own.retry_changes,
     )
     wall = time.perf_counter() - start
     tried = pathlib.Path(workdir, "tries.json")
@@ -219,6 +231,17 @@ def one_fit(
     "wall_time_s": wall,
     **({"members": scored_members} if scored_members is not None else {}),
   }
+
+
+def family_defaults(family, seed, adjust=None):
+  """fit's defaults for ``family``'s data of ``seed``
+  (:func:`vaells_jax.runs.fit_defaults.defaults`), the config changed by
+  ``adjust`` and given the seed."""
+  from vaells_jax.runs.fit_defaults import defaults
+
+  own = defaults(None, family_data(family, seed)[1])
+  config = (adjust or (lambda c: c))(own.config)
+  return own._replace(config=dataclasses.replace(config, seed=seed))
 
 
 def _scored(model, family, seed) -> dict:
@@ -358,29 +381,41 @@ def main(argv=None) -> dict:
     metavar="KEY=VALUE",
     help="a Config field changed from fit's default (repeatable)",
   )
+  parser.add_argument(
+    "--warm-start",
+    type=float,
+    default=None,
+    metavar="ARC",
+    help="open curves' warm-start layout on ARC of a turn (0: a segment)",
+  )
   parser.add_argument("--out", default="fit_battery.json")
   parser.add_argument("--first-tries", default=None, metavar="FILE")
   args = parser.parse_args(argv)
   import jax
 
-  from vaells_jax.runs.fit import FIT_CONFIG, FIT_TRIES
+  from vaells_jax.config import override
+  from vaells_jax.runs import fit as fit_module
 
-  config, tries = FIT_CONFIG, args.tries or (1 if args.quick else FIT_TRIES)
-  if args.quick:
-    config = dataclasses.replace(
-      config, num_steps=4, batch_size=8, hidden=(16,), population=2, log_every=2
-    )
-  if args.steps:
-    config = dataclasses.replace(config, num_steps=args.steps)
-  if args.set:
-    from vaells_jax.config import override
+  if args.warm_start is not None:
+    fit_module.WARM_START_OPEN_ARC["mlp"] = args.warm_start
 
-    config = override(config, dict(s.split("=", 1) for s in args.set))
+  def adjust(config):
+    """fit's config with the command's changes."""
+    if args.quick:
+      config = dataclasses.replace(
+        config, num_steps=4, batch_size=8, hidden=(16,), population=2, log_every=2
+      )
+    if args.steps:
+      config = dataclasses.replace(config, num_steps=args.steps)
+    return override(config, dict(s.split("=", 1) for s in args.set))
+
+  tries = args.tries or (1 if args.quick else None)
   variant = (
     "".join(f"_{s}" for s in args.set)
     + (f"_anchors{args.anchors_per_class}" if args.anchors_per_class != 3 else "")
     + ("_members" if args.members else "")
-    + (f"_tries{tries}" if tries > 1 else "")
+    + ("" if args.warm_start is None else f"_warm{args.warm_start:g}")
+    + (f"_tries{tries}" if tries and tries > 1 else "")
   )
   print(
     f"jax {jax.__version__}, {platform.node()}"
@@ -394,22 +429,25 @@ def main(argv=None) -> dict:
   for family in args.families.split(","):
     for anchors in args.anchors.split(","):
       for seed in seed_range(args.seeds):
-        name = f"{family}_{anchors}{variant}_seed{seed}_steps{config.num_steps}"
+        own = family_defaults(family, seed, adjust)
+        each = f"_tries{own.tries}" if not tries and own.tries > 1 else ""
+        steps = own.config.num_steps
+        name = f"{family}_{anchors}{variant}{each}_seed{seed}_steps{steps}"
         earlier = first.get((family, anchors, seed))
         if name not in results and earlier and _learned(earlier):
-          results[name] = {**earlier, "anchors": anchors + variant, "tries": 1}
+          results[name] = {**earlier, "anchors": anchors + variant + each, "tries": 1}
           out.write_text(json.dumps(results, indent=2))
         if name not in results:
           results[name] = {
             "family": family,
-            "anchors": anchors + variant,
+            "anchors": anchors + variant + each,
             "seed": seed,
-            "num_steps": config.num_steps,
+            "num_steps": steps,
             **one_fit(
               family,
               seed,
               anchors,
-              config,
+              adjust,
               anchors_per_class=args.anchors_per_class,
               tries=tries,
               members=args.members,

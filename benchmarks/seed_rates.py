@@ -9,8 +9,11 @@ dictionary draw alone), one process at a time (a seed whose ``summary.json`` exi
 read, not rerun), and records each run's outcome as the experiments score it:
 success when the strongest operator's orbit coverage is at least 0.9 and
 decoded prior samples lie within 15 noise levels (SPEC section 6), with the
-run's wall time and the report's other numbers. Extra arguments go to every run (e.g.
-``--config.population=1``) and are recorded.
+run's wall time and the report's other numbers, and the run's own verdict
+(``summary.json``; with ``--reverdict``, the library's verdict computed again
+on the saved run, for runs written before it changed) beside the outcome.
+Extra arguments go to every run (e.g. ``--config.population=1``) and are
+recorded.
 """
 
 from __future__ import annotations
@@ -41,17 +44,30 @@ REPORTED = (
 )
 
 
-def outcome(summary: dict) -> dict:
-  """A run's success and the numbers behind it, from its ``summary.json``."""
+def outcome(summary: dict, verdict: dict | None = None) -> dict:
+  """A run's success and the numbers behind it, from its ``summary.json``,
+  and its verdict (``verdict``, else the summary's)."""
   coverage = summary["orbit_coverage"]
   samples = summary["sample_manifold_distance"]
+  verdict = verdict or summary.get("verdict") or {}
   return {
     "success": success(coverage, samples),
     "orbit_coverage": coverage,
     "sample_manifold_distance": samples,
     "wall_time_s": summary["wall_time_s"],
     **{k: summary[k] for k in REPORTED if k in summary},
+    "verdict": verdict.get("verdict"),
+    "verdict_signals": verdict.get("signals"),
   }
+
+
+def reverdict(workdir: pathlib.Path) -> dict:
+  """The library's verdict on the run saved in ``workdir``, computed again."""
+  from vaells_jax.api import load
+  from vaells_jax.runs.verdict import verdict
+
+  trained = load(workdir)
+  return verdict(trained, trained.config.seed)
 
 
 def seed_range(text: str) -> list[int]:
@@ -69,6 +85,9 @@ def main(argv=None) -> dict:
   parser.add_argument("--workdir", required=True, type=pathlib.Path)
   parser.add_argument("--out", required=True, type=pathlib.Path)
   parser.add_argument("--field", default="seed", help="the Config field S sets")
+  parser.add_argument(
+    "--reverdict", action="store_true", help="compute each run's verdict again"
+  )
   args, extra = parser.parse_known_args(argv)
   command = f"python experiments/run.py --exp={args.exp} --config.{args.field}=S"
   result = {
@@ -87,16 +106,21 @@ def main(argv=None) -> dict:
       args.workdir.mkdir(parents=True, exist_ok=True)
       with open(args.workdir / f"s{seed}.log", "w") as log:
         subprocess.run(run, stdout=log, stderr=subprocess.STDOUT, check=True)
-    row = result["seeds"][str(seed)] = outcome(json.loads(summary.read_text()))
+    said = reverdict(workdir) if args.reverdict else None
+    row = result["seeds"][str(seed)] = outcome(json.loads(summary.read_text()), said)
     print(
       f"seed {seed}: {'learned' if row['success'] else 'FAILED'}  orbit coverage "
       f"{row['orbit_coverage']:.2f}  samples {row['sample_manifold_distance']:.1f}"
-      f"  {row['wall_time_s']:.0f} s",
+      f"  {row['wall_time_s']:.0f} s  verdict {row['verdict']}",
       flush=True,
     )
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-  wins = sum(r["success"] for r in result["seeds"].values())
-  print(f"{args.exp}: learned on {wins} of {len(result['seeds'])} seeds")
+  rows = result["seeds"].values()
+  wins = sum(r["success"] for r in rows)
+  agree = sum(r["success"] == (r["verdict"] == "learned") for r in rows)
+  print(
+    f"{args.exp}: learned on {wins} of {len(rows)} seeds; verdict agrees on {agree}"
+  )
   return result
 
 

@@ -121,19 +121,17 @@ def test_fit_battery(tmp_path):
     "fit_battery",
     "--quick",
     "--seeds=0",
-    "--families=circles",
+    "--families=circles,s_curve",  # fit's defaults for several classes, one
     "--anchors=even",
     f"--out={out}",
     out=out,
   )
-  (row,) = (
-    next(iter(results.values())).values()
-    if "fit_defaults" in results
-    else (results.values())
-  )
-  assert row["verdict"] in ("learned", "not learned", "uncertain")
-  assert set(row["signals"]) >= {"latent_coverage", "operator_norm"}
-  assert 0 <= row["orbit_coverage"] <= 1 and row["wall_time_s"] > 0
+  rows = {row["family"]: row for row in results.values()}
+  for row in rows.values():
+    assert row["verdict"] in ("learned", "not learned", "uncertain")
+    assert set(row["signals"]) >= {"latent_coverage", "data_coverage", "operator_norm"}
+    assert 0 <= row["orbit_coverage"] <= 1 and row["wall_time_s"] > 0
+  assert set(rows) == {"circles", "s_curve"}
 
 
 @pytest.mark.whole_run
@@ -280,6 +278,17 @@ def test_seed_rates(tmp_path):
   )
   (row,) = result["seeds"].values()
   assert isinstance(row["success"], bool) and 0 <= row["orbit_coverage"] <= 1
+  assert row["verdict"] in ("learned", "uncertain", "not learned")
+  again = _bench(  # the run is read, its verdict computed again
+    "seed_rates",
+    "--exp=concentric",
+    "--seeds=0",
+    f"--workdir={tmp_path / 'runs'}",
+    f"--out={out}",
+    "--reverdict",
+    out=out,
+  )
+  assert again["seeds"]["0"]["verdict_signals"] == row["verdict_signals"]
 
 
 @pytest.mark.whole_run

@@ -76,6 +76,56 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
   assert fit_module.FIT_CONFIG.population == fit_module.FIT_POPULATION > 1
 
 
+def test_fit_picks_its_defaults_from_the_data(tmp_path, monkeypatch):
+  from vaells_jax.runs import fit as fit_module
+  from vaells_jax.runs import runner
+
+  seen = []
+  learned = types.SimpleNamespace(
+    verdict={"verdict": "not learned", "signals": {"latent_coverage": 0.0}}
+  )
+  monkeypatch.setattr(
+    runner,
+    "train_and_evaluate",
+    lambda config, *a, **k: (seen.append(config) or learned, None),
+  )
+  monkeypatch.setattr(runner, "evaluate_run", lambda *a: None)
+  monkeypatch.setattr(fit_module, "_warm_start", lambda plan, *a: plan)
+  x, labels = _two_rings()
+  vaells_jax.fit(x, workdir=tmp_path / "one")  # one class: a curve, one try
+  vaells_jax.fit(x, np.zeros(len(x), int), workdir=tmp_path / "zeros")
+  assert seen == [fit_module.curve_config()] * 2
+  (tmp_path / "two").mkdir()  # where the mocked tries leave tries.json
+  vaells_jax.fit(x, labels, workdir=tmp_path / "two")  # up to FIT_TRIES tries
+  assert len(seen[2:]) == fit_module.FIT_TRIES and seen[2] == fit_module.FIT_CONFIG
+  retry = dataclasses.replace(seen[2], seed=1, **fit_module.FIT_RETRY_CHANGES)
+  assert seen[3] == retry
+
+
+def test_a_one_class_fit_trains_the_operators_from_the_warm_start(tmp_path):
+  from vaells_jax.models import saved_networks
+  from vaells_jax.runs.fit import WARM_START_NAME, curve_config
+
+  rng = np.random.default_rng(0)
+  t = rng.uniform(-1, 1, 60)  # an open curve that bends both ways, in 6-D
+  x = np.c_[t, np.sin(3 * t)] @ rng.uniform(-1, 1, (6, 2)).T
+  config = dataclasses.replace(
+    curve_config(), num_steps=4, batch_size=8, hidden=(64,), log_every=2
+  )
+  model = vaells_jax.fit(x, config=config, workdir=tmp_path, log=lambda _: None)
+  networks = {k: model.params[k] for k in ("encoder", "decoder")}
+  start = saved_networks.read(
+    tmp_path / WARM_START_NAME, {**networks, "psi": model.psi}
+  )
+  start.pop("psi")
+  for got, want in zip(jax.tree.leaves(networks), jax.tree.leaves(start), strict=True):
+    np.testing.assert_array_equal(got, want)  # held
+  codes = np.asarray(model.encode(x))  # on three quarters of a circle
+  radius = np.linalg.norm(codes, axis=1)
+  assert np.all(np.abs(radius - radius.mean()) < 0.25 * radius.mean())
+  assert np.ptp(np.arctan2(codes[:, 1], codes[:, 0])) > np.pi
+
+
 @pytest.mark.whole_run
 def test_fit_does_not_depend_on_the_data_units(tmp_path):
   x, labels = _two_rings()

@@ -202,6 +202,16 @@ def test_the_layout_tells_loops_from_open_curves():
   np.testing.assert_allclose(np.linalg.norm(codes3[labels[index] == 0, :2], axis=1), 1)
   np.testing.assert_allclose(codes3[:, 2], labels[index] - 0.5)
   np.testing.assert_allclose(codes3[:, 3], 0)
+  # open_arc: the open curve on three quarters of its class's circle instead
+  index_a, arc, on_circles = warm_start.layout(x, labels, seed=0, open_arc=0.75)
+  assert on_circles == [True, True]
+  np.testing.assert_array_equal(index_a, index)
+  np.testing.assert_allclose(arc[labels[index] == 0], ring)
+  bent = arc[labels[index] == 1]
+  np.testing.assert_allclose(np.linalg.norm(bent, axis=1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(
+    np.arctan2(bent[:, 1], bent[:, 0]), 0.75 * np.pi * segment[:, 0], atol=1e-5
+  )
 
 
 @dataclasses.dataclass

@@ -46,6 +46,10 @@ class _Model:
     radius = (1.0 + label) * (1 + self.prior_spread * rng.normal(size=n))
     return radius[:, None] * np.c_[np.cos(angle), np.sin(angle)]
 
+  @property
+  def anchors_latent(self):
+    return self.encode(self.data.anchors)
+
   def encode(self, x):
     return np.asarray(x)[..., :2]
 
@@ -64,9 +68,10 @@ def _rings(seed=0, n=300, noise=0.0):
   x[:, :2] = (1.0 + labels)[:, None] * np.c_[np.cos(angle), np.sin(angle)]
   x += noise * rng.normal(size=x.shape)
   train = 2 * n // 3
-  return _Data(
-    x[:train], labels[:train], x[train:], labels[train:], np.zeros((2, 3, 5))
-  )
+  anchors = np.zeros((2, 3, 5))  # three on each circle
+  turns = 2 * np.pi * np.arange(3) / 3
+  anchors[..., :2] = np.c_[np.cos(turns), np.sin(turns)] * [[[1.0]], [[2.0]]]
+  return _Data(x[:train], labels[:train], x[train:], labels[train:], anchors)
 
 
 ROTATION = np.array([[[0.0, -0.05], [0.05, 0.0]]])
@@ -77,6 +82,7 @@ def test_a_model_whose_operator_turns_the_circles_has_learned():
   result = verdict(_Model(_rings(), ROTATION))
   assert result["verdict"] == "learned", result
   assert result["signals"]["latent_coverage"] > 0.95
+  assert result["signals"]["data_coverage"] > 0.95
   assert result["signals"]["reconstruction_error"] < 1e-12
   assert result["thresholds"] == THRESHOLDS
 
@@ -84,6 +90,7 @@ def test_a_model_whose_operator_turns_the_circles_has_learned():
 def test_a_model_whose_operator_scales_the_codes_has_not():
   result = verdict(_Model(_rings(), SCALING))
   assert result["verdict"] == "not learned"
+  assert result["signals"]["data_coverage"] < THRESHOLDS["data_coverage_low"]
   assert "latent_coverage" in result["reasons"][0]
 
 
@@ -114,6 +121,30 @@ def test_the_coverage_thresholds(coverage, expected):
     "reconstruction_error": 0.001,
     "operator_norm": 0.05,
   }
+  assert decide(signals)["verdict"] == expected
+
+
+@pytest.mark.parametrize(
+  "latent, data, expected",
+  [
+    (0.25, THRESHOLDS["data_coverage_learned"], "learned"),  # a spiral
+    (0.25, 0.9, "uncertain"),
+    (0.25, THRESHOLDS["data_coverage_low"], "uncertain"),
+    (0.25, 0.5, "not learned"),
+    (0.5, 0.5, "uncertain"),
+    (0.25, float("nan"), "not learned"),  # stored before data_coverage
+    (0.8, float("nan"), "learned"),
+  ],
+)
+def test_a_decoded_orbit_along_the_data_counts_as_coverage(latent, data, expected):
+  signals = {
+    "latent_coverage": latent,
+    "data_coverage": data,
+    "reconstruction_error": 0.001,
+    "operator_norm": 0.05,
+  }
+  if np.isnan(data):
+    del signals["data_coverage"]
   assert decide(signals)["verdict"] == expected
 
 

@@ -15,6 +15,7 @@ FAMILIES = {
   "circles_scaled": "scaled circles",
   "unequal": "unequal classes",
   "arc": "an open arc",
+  "s_curve": "an open S-curve",
   "ellipses": "three ellipses",
   "circles_100d": "100-D circles",
   "wobbly_100d": "100-D wobbly curves",
@@ -139,11 +140,14 @@ def fit_sample_check() -> str:
   try of the battery."""
   from vaells_jax.runs.verdict import THRESHOLDS
 
-  tries = [t for r in _all_fit_runs() for t in r["try_scores"]]
+  every = [t for r in _all_fit_runs() for t in r["try_scores"]]
+  tries = [t for t in every if "sample_noise_levels" in t["signals"]]
   near, far = _sample_signals(tries)
   limit = THRESHOLDS["sample_noise_levels_max"]
+  which = "all" if len(tries) == len(every) else "the"
   return (
-    f"on all {len(tries)} tries of the battery, those whose samples lay within "
+    f"on {which} {len(tries)} tries of the battery that record it, those whose "
+    "samples lay within "
     f"15 true noise levels scored {_span(near, 1)} "
     f"({sum(v > limit for v in near)} of {len(near)} above {limit:g}), "
     f"those beyond {_span(far, 1)} "
@@ -367,7 +371,8 @@ def fit_calibration(what: str) -> str:
 
 def fit_settled() -> str:
   """docs/fit.md: ``latent_coverage`` at the defaults against constant rates
-  (100-D circles: every kept try; the arc: the fits that learned)."""
+  (100-D circles: every kept try; the arc at ``FIT_CONFIG``: the fits that
+  learned)."""
 
   def span(key, family, learned_only):
     values = [
@@ -383,7 +388,7 @@ def fit_settled() -> str:
     f"{span('fit_defaults', 'circles_100d', False)} on all {len(wide)} seeds "
     f"({span('constant_net_rate', 'circles_100d', False)} at constant rates), "
     f"and on the open arc the fits that learned at "
-    f"{span('fit_defaults', 'arc', True)} "
+    f"{span('fit_config_one_class', 'arc', True)} "
     f"({span('constant_net_rate', 'arc', True)} at constant rates)"
   )
 
@@ -755,8 +760,124 @@ def image_latent_scale() -> str:
   )
 
 
+SWISS_MEMBERS = [f"swiss_roll_members_{a}_{a + 19}.json" for a in (120, 140, 160, 180)]
+
+
+def verdict_swiss_members() -> str:
+  """docs/fit.md: the swiss roll's members the data_coverage thresholds were
+  set on, at the library's thresholds."""
+  from vaells_jax.runs.verdict import THRESHOLDS
+
+  members = [
+    m for name in SWISS_MEMBERS for run in _load(name).values() for m in run["members"]
+  ]
+  at = THRESHOLDS["data_coverage_learned"]
+  high = [m for m in members if m["signals"]["data_coverage"] >= at]
+  learned = [m for m in members if m["success"]]
+  latent = [m["signals"]["latent_coverage"] for m in learned]
+  data = [m["signals"]["data_coverage"] for m in learned]
+  return (
+    f"on the {len(members)} members of seeds 120–199, {len(learned)} learned; "
+    f"they read `latent_coverage` {_span(latent, 2)} and `data_coverage` "
+    f"{_span(data, 2)}; {sum(m['success'] for m in high)} of the {len(high)} "
+    f"members at `data_coverage` {at} or more learned"
+  )
+
+
+def verdict_experiments() -> str:
+  """docs/fit.md: the verdict on the experiments' own runs, fresh seeds."""
+  rows = []
+  for exp in ("concentric", "swiss_roll"):
+    result = _load(f"seeds_{exp}_500_519.json")
+    runs = list(result["seeds"].values())
+    seeds = sorted(int(s) for s in result["seeds"])
+    learned = [r for r in runs if r["success"]]
+    agree = sum(r["success"] == (r["verdict"] == "learned") for r in runs)
+    called = sum(r["verdict"] == "learned" for r in learned)
+    wrong = sum(r["verdict"] == "learned" for r in runs if not r["success"])
+    rows.append(
+      f"| {exp.replace('_', ' ')} | {seeds[0]}–{seeds[-1]} | {len(learned)} of "
+      f"{len(runs)} | {called} of {len(learned)} | {wrong} | "
+      f"**{agree} of {len(runs)}** |"
+    )
+  return _block(
+    [
+      "| experiment | seeds | learned (ground truth) | learned and called "
+      "`learned` | failed and called `learned` | verdict agrees |",
+      "|---|---|---|---|---|---|",
+      *rows,
+    ]
+  )
+
+
+def fit_open_curves_table() -> str:
+  """docs/studies/fit-open-curves.md: one try of each recipe on the open
+  S-curve and the knots (studies/fit/open_curves.py), a row per recipe."""
+  groups: dict[str, list[dict]] = {}
+  for key, row in _load("fit_open_curves.json").items():
+    groups.setdefault(key.rsplit("_s", 1)[0], []).append(row)
+  rows = [
+    "| family, recipe | learned (ground truth) | orbit coverage | prior samples, "
+    "noise levels off | anchors off the curves (noise distances) | verdict "
+    "`learned` / `uncertain` / `not learned` |",
+    "|---|---|---|---|---|---|",
+  ]
+  for name, runs in groups.items():
+    family, _, recipe = name.partition("_learn")
+    recipe = recipe and "learn" + recipe
+    words = OPEN_CURVE_RECIPES.get(recipe, recipe)
+    verdicts = [sum(r["verdict"] == v for r in runs) for v in _VERDICTS]
+    rows.append(
+      f"| `{family}`, {words} | {sum(r['success'] for r in runs)} of {len(runs)} | "
+      f"{_span([r['orbit_coverage'] for r in runs], 2)} | "
+      f"{_span([r['sample_manifold_distance'] for r in runs])} | "
+      f"{_span([a for r in runs for c in r['anchor_off_span'] for a in c], 1)} | "
+      f"{' / '.join(map(str, verdicts))} |"
+    )
+  return _block(rows)
+
+
+_VERDICTS = ("learned", "uncertain", "not learned")
+_OPERATORS_ALONE = "learn_anchors=False_lr_net=0_population=1_num_steps=1000_warm"
+OPEN_CURVE_RECIPES = {
+  "": "`FIT_CONFIG`",
+  "learn_anchors=False": "`FIT_CONFIG`, anchors held",
+  _OPERATORS_ALONE + "0": "layout on a segment, operators alone",
+  _OPERATORS_ALONE + "0.75": "layout on ¾ of a circle, operators alone "
+  "(`curve_config`)",
+}
+
+
+def fit_layouts() -> str:
+  """docs/studies/fit-open-curves.md: the warm start's layouts of the
+  battery's classes against the true curves (studies/fit/layouts.py)."""
+  result = _load("fit_layouts.json")
+  good = [f for f, rows in result.items() if all(r["agreement"] >= 0.95 for r in rows)]
+  bad = {f: rows for f, rows in result.items() if f not in good}
+  text = (
+    f"on {len(good)} families ({', '.join(f'`{f}`' for f in good)}) the layout "
+    "places every class's points in their order along the true curve "
+    "(agreement 0.95 or more)"
+  )
+  for family, rows in bad.items():
+    wrong = [r for r in rows if r["agreement"] < 0.95]
+    right = [r for r in rows if r["agreement"] >= 0.95]
+    text += (
+      f"; on `{family}` {len(wrong)} of {len(rows)} classes are out of order "
+      f"(agreement {_span([r['agreement'] for r in wrong], 2)}), their "
+      f"neighbour graphs joining distant stretches "
+      f"{_span([r['short_circuits'] for r in wrong])} times, against "
+      f"{_span([r['short_circuits'] for r in right])} in the others"
+    )
+  return text
+
+
 RENDERERS = {
   "fit-battery-table": fit_battery_table,
+  "verdict-swiss-members": verdict_swiss_members,
+  "verdict-experiments": verdict_experiments,
+  "fit-open-curves-table": fit_open_curves_table,
+  "fit-layouts": fit_layouts,
   "image-latent-layout": image_latent_layout,
   "image-latent-scale": image_latent_scale,
   "image-anchors": image_anchors,

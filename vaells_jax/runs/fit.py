@@ -22,11 +22,31 @@ from vaells_jax.data.anchors import spread_anchors
 from vaells_jax.data.conditioning import InputMap
 from vaells_jax.data.dataset import Dataset
 from vaells_jax.data.files import atomic_write_text
+from vaells_jax.runs.fit_defaults import (
+  CURVE_STEPS,
+  CURVE_TRIES,
+  FIT_CONFIG,
+  FIT_POPULATION,
+  FIT_RETRY_CHANGES,
+  FIT_TRIES,
+  IMAGE_CHANNELS,
+  IMAGE_LATENT_DIM,
+  IMAGE_LR_NET,
+  IMAGE_STEPS,
+  IMAGE_TRIES,
+  MIN_IMAGE_SIDE,
+  curve_config,
+  defaults,
+  hwc,
+  image_config,
+)
 
 if TYPE_CHECKING:  # the api imports jax, which fit imports when it is called
   from vaells_jax.api import TrainedBaseline, TrainedVAELLS
 
 __all__ = [
+  "CURVE_STEPS",
+  "CURVE_TRIES",
   "FIT_CONFIG",
   "FIT_POPULATION",
   "FIT_RETRY_CHANGES",
@@ -38,73 +58,21 @@ __all__ = [
   "IMAGE_TRIES",
   "MIN_IMAGE_SIDE",
   "config_of_try",
+  "curve_config",
+  "defaults",
   "fit",
   "image_config",
   "user_dataset",
 ]
 
-# What fit() trains when it is given no config: the concentric experiment's
-# settings (paper table 4, gauss_newton, 8 dictionary draws, the best kept at
-# half the steps by latent_coverage) with ten times the paper's starting Psi
-# rate, the network rates cooling to 0 over the kept member's half and a
-# latent scale of 2, on data conditioned to that experiment's spread, anchors
-# spread along each class's manifold. The Psi rate: on the README's circles
-# one try with the paper's 4e-4 learned 4 of 10 seeds, with 4e-3 7 of 10. The
-# cooldown: a constant Adam rate leaves the decoder about 0.1 off the manifold
-# (data at RMS 2), 20-70 noise levels in 100-D; cooled down, 9-10. The latent
-# scale: on the ellipses one try learned 3 of the 4 seeds that failed at 1.
-# Rates, tries, the verdict's precision: docs/fit.md, benchmarks/fit_battery.py.
-FIT_POPULATION = 8
-FIT_CONFIG = Config(
-  latent_scale=2.0,
-  lr_psi=4e-3,
-  lr_net_cooldown=0.5,
-  population=FIT_POPULATION,
-  select_at=0.5,
-  select_signal="latent_coverage",
-)
 ANCHOR_CHOICES = ("spread", "random")
-# Images (image_config): image networks (models.networks.image_layers,
-# IMAGE_CHANNELS channels, sides >= MIN_IMAGE_SIDE) from the warm start, one
-# member, one try, 3 latent axes, IMAGE_STEPS steps that train the operators
-# alone (network rate IMAGE_LR_NET = 0: every rate tried degraded the
-# networks; anchors fixed: trained, they drifted off their class's orbit on
-# the battery's failures): docs/studies/fit-images.md.
-MIN_IMAGE_SIDE = 8
-IMAGE_CHANNELS = 32
-IMAGE_STEPS = 500
-IMAGE_LR_NET = 0.0
-IMAGE_TRIES = 1
-IMAGE_LATENT_DIM = 3
-
-
-def image_config(shape: tuple[int, ...]) -> Config:
-  """What :func:`fit` trains on images of ``shape`` (``(H, W)`` or
-  ``(H, W, C)``) when it is given no config: :data:`FIT_CONFIG` with the
-  image networks (docs/images.md)."""
-  return dataclasses.replace(
-    FIT_CONFIG,
-    network="image",
-    image_shape=_hwc(shape),
-    conv_channels=IMAGE_CHANNELS,
-    population=1,
-    num_steps=IMAGE_STEPS,
-    lr_net=IMAGE_LR_NET,
-    learn_anchors=False,
-    latent_dim=IMAGE_LATENT_DIM,
-  )
-
-
-def _hwc(shape: tuple[int, ...]) -> tuple[int, int, int]:
-  """``(H, W)`` or ``(H, W, C)`` as ``(H, W, C)``."""
-  return (shape[0], shape[1], shape[2] if len(shape) == 3 else 1)
 
 
 def _check_image_network(config: Config, shape: tuple[int, ...] | None) -> None:
   """A config with ``network="image"`` must be for images of ``shape``."""
   if config.network != "image":
     return
-  if config.image_shape != (None if shape is None else _hwc(shape)):
+  if config.image_shape != (None if shape is None else hwc(shape)):
     got = "vectors" if shape is None else f"images of shape {shape}"
     raise ValueError(
       f"config.image_shape={config.image_shape} does not match x ({got}); "
@@ -112,20 +80,6 @@ def _check_image_network(config: Config, shape: tuple[int, ...] | None) -> None:
     )
 
 
-# Populations fit() trains at most: while the verdict is not "learned", a fresh
-# one (another seed) in WORKDIR/try<k>; the best by verdict, then coverage, is kept.
-FIT_TRIES = 4
-# What the second try changes in fit's own config: the prior weighted 30
-# times in the network steps, the decoder polished and twice the steps. On
-# the wobbly 100-D curves the defaults never learned and one such try learned
-# 8 of 10 seeds; on the 10-D circles it learned fewer than the defaults
-# (docs/fit.md). Later tries train the config of the first two tries whose
-# prior samples lay closer to the data (the verdict's sample_noise_levels).
-FIT_RETRY_CHANGES = {
-  "prior_weight_net": 30.0,
-  "decoder_polish_steps": 2000,
-  "num_steps": 8000,
-}
 _RANK = {"learned": 2, "uncertain": 1, "not learned": 0}
 
 
@@ -238,10 +192,12 @@ def fit(
       in the units of ``x``; None chooses ``anchors_per_class`` training
       points per class (``anchor_choice``).
     config: a :class:`~vaells_jax.config.Config`; ``config.model`` picks
-      VAELLS or a baseline. Default: :data:`FIT_CONFIG`, the paper's
-      concentric settings with :data:`FIT_POPULATION` members, ten times
-      the paper's ``lr_psi``, ``lr_net_cooldown=0.5`` and ``latent_scale=2``
-      (a config you build trains ``config.population`` members, default 1).
+      VAELLS or a baseline. Default (:func:`defaults`): for vectors of
+      several classes :data:`FIT_CONFIG`, the paper's concentric settings
+      with :data:`FIT_POPULATION` members, ten times the paper's
+      ``lr_psi``, ``lr_net_cooldown=0.5`` and ``latent_scale=2``; for one
+      class :func:`curve_config`, for images :func:`image_config` (a config
+      you build trains ``config.population`` members, default 1).
     anchors_per_class: anchors chosen per class when ``anchors`` is None.
     anchor_choice: ``"spread"``: spread along each class's manifold
       (:func:`vaells_jax.data.anchors.spread_anchors`); ``"random"``: random
@@ -252,8 +208,9 @@ def fit(
     resume: continue the run in ``workdir`` from its latest checkpoint
       (same data and config).
     overwrite: start over in a ``workdir`` that already holds a run.
-    tries: runs trained at most (default: :data:`FIT_TRIES` with fit's own
-      config, 1 with a config you give). While a VAELLS run's verdict is not
+    tries: runs trained at most (default: :data:`FIT_TRIES` with
+      :data:`FIT_CONFIG`, 1 with a config you give or fit's config for one
+      class or for images). While a VAELLS run's verdict is not
       ``learned``, a fresh one (seed ``config.seed + k``, the same data split
       and anchors) trains in ``workdir/try<k>``; the best run by verdict,
       then ``latent_coverage``, is returned (and alone evaluated: metrics,
@@ -272,10 +229,11 @@ def fit(
       signals and is there either way; ``summary.json`` then says
       ``"evaluated": false``, and :func:`vaells_jax.runs.runner.evaluate_run`
       adds the evaluation later.
-    warm_start: with image networks (``config.network="image"``, fit's
-      config for images), start from networks fitted to a layout of each
-      class's manifold (:mod:`vaells_jax.training.warm_start`); False:
-      from random networks.
+    warm_start: with image networks (``config.network="image"``) or
+      networks that do not train (``config.lr_net=0``, fit's config for one
+      class), start from networks fitted to a layout of each class's
+      manifold (:mod:`vaells_jax.training.warm_start`); False: from random
+      networks.
 
   Returns:
     The :class:`~vaells_jax.api.TrainedVAELLS` (a
@@ -294,7 +252,9 @@ def fit(
 
   compilation_cache()
   shape = _sample_shape(x)
-  plan = _plan_tries(config, tries, retry_changes, workdir, resume, overwrite, shape)
+  plan = _plan_tries(
+    config, tries, retry_changes, workdir, resume, overwrite, shape, labels
+  )
   data = user_dataset(
     x,
     labels,
@@ -332,16 +292,18 @@ class _Tries(NamedTuple):
 
 
 def _plan_tries(
-  config, tries, retry_changes, workdir, resume, overwrite, shape=None
+  config, tries, retry_changes, workdir, resume, overwrite, shape=None, labels=None
 ) -> _Tries:
-  """:func:`fit`'s defaults filled in (for images of ``shape``, if given)
-  and its settings checked."""
+  """:func:`fit`'s defaults filled in (for images of ``shape``, if given,
+  and ``labels``: :func:`~vaells_jax.runs.fit_defaults.defaults`) and its
+  settings checked."""
+  own = defaults(shape, labels)
   if tries is None:
-    tries = (FIT_TRIES if shape is None else IMAGE_TRIES) if config is None else 1
+    tries = own.tries if config is None else 1
   if retry_changes is None:
-    retry_changes = FIT_RETRY_CHANGES if config is None else {}
+    retry_changes = own.retry_changes if config is None else {}
   if config is None:
-    config = FIT_CONFIG if shape is None else image_config(shape)
+    config = own.config
   if not isinstance(config, Config):
     raise ValueError(f"config must be a Config, got {type(config).__name__}.")
   _check_image_network(config, shape)
@@ -355,17 +317,22 @@ def _plan_tries(
 
 
 WARM_START_NAME = "start_networks.msgpack"
+# The turn an open curve's layout spans, by network (0: a segment):
+# docs/studies/fit-open-curves.md.
+WARM_START_OPEN_ARC = {"image": 0.0, "mlp": 0.75}
 
 
 def _warm_start(plan: _Tries, data, input_map, folder, log) -> _Tries:
   """``plan`` with its configs starting from networks fitted to a layout
   of the data (:mod:`vaells_jax.training.warm_start`), written to
-  ``folder`` (kept there for a resumed run), for image networks without
-  ``start_networks``; else ``plan`` as it is."""
+  ``folder`` (kept there for a resumed run), for image networks or
+  networks that do not train (``lr_net=0``) without ``start_networks``;
+  else ``plan`` as it is."""
   config = plan.config
-  if config.network != "image" or config.start_networks or config.latent_dim < 2:
+  held = config.network == "image" or config.lr_net == 0  # networks not trained
+  wanted = held and config.latent_dim >= 2
+  if not wanted or config.start_networks:
     return plan
-  from vaells_jax.models import saved_networks
   from vaells_jax.training import placement, warm_start
 
   placement.claim_cores(plan.config.population)  # before jax's first computation
@@ -373,16 +340,12 @@ def _warm_start(plan: _Tries, data, input_map, folder, log) -> _Tries:
   if not (plan.resume and path.exists()):
     began = time.perf_counter()
     x = input_map.model_data(data).x_train
-    index, codes, closed = warm_start.layout(
-      x, data.labels_train, plan.config.seed, plan.config.latent_dim
-    )
-    networks, info = warm_start.pretrain(plan.config, x[index], codes, plan.config.seed)
+    open_arc = WARM_START_OPEN_ARC.get(config.network, 0.0)
     folder.mkdir(parents=True, exist_ok=True)
-    psi = warm_start.operators(plan.config, closed)
-    saved_networks.write(path, {**networks, "psi": psi})
+    info = warm_start.write_start(config, x, data.labels_train, path, open_arc)
     log(
-      f"warm start: {sum(closed)} of {len(closed)} classes laid out as closed "
-      f"loops; layout error {info['layout_error']:.3g}, reconstruction "
+      f"warm start: {info['circles']} of {info['classes']} classes laid out on "
+      f"circles; layout error {info['layout_error']:.3g}, reconstruction "
       f"{info['recon']:.3g} ({time.perf_counter() - began:.0f} s)"
     )
   return plan._replace(

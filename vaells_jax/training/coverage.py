@@ -36,6 +36,7 @@ __all__ = [
   "latent_coverage",
   "member_data_coverage",
   "member_sample_distance",
+  "orbit_data_coverage",
   "pairwise_distances",
 ]
 
@@ -243,20 +244,27 @@ def pairwise_distances(a, b, chunk: int = 512):
 
 
 def member_data_coverage(model, params, x, labels, **kwargs) -> float:
-  """:func:`data_coverage` of one model's strongest operator from its
-  anchors, over :data:`DATA_COVERAGE_TURNS` turns of its fastest rotation
-  each way (``model``: a :class:`~vaells_jax.models.vaells.Model`; ``params``
-  its parameters, with ``psi`` and the input-space ``anchors [C, A, D]``)."""
-  psi = np.asarray(params["psi"], np.float64)
+  """:func:`orbit_data_coverage` of one model (``model``: a
+  :class:`~vaells_jax.models.vaells.Model`; ``params`` its parameters, with
+  ``psi`` and the input-space ``anchors [C, A, D]``)."""
+  starts = model.encode(params, params["anchors"])  # [C, A, d]
+  decode = lambda z: model.decode(params, z)  # noqa: E731
+  return orbit_data_coverage(params["psi"], starts, decode, x, labels, **kwargs)
+
+
+def orbit_data_coverage(psi, starts, decode, x, labels, **kwargs) -> float:
+  """:func:`data_coverage` of the strongest operator's orbits from the
+  encoded anchors ``starts [C, A, d]``, decoded by ``decode``, over
+  :data:`DATA_COVERAGE_TURNS` turns of its fastest rotation each way."""
+  psi = np.asarray(psi, np.float32)
   if not np.all(np.isfinite(psi)):
     return 0.0
   m = int(np.argmax(np.linalg.norm(psi, axis=(1, 2))))
-  rate = max(float(np.abs(np.linalg.eigvals(psi[m])).max()), 1e-6)
+  rate = max(float(np.abs(np.linalg.eigvals(psi[m].astype(np.float64))).max()), 1e-6)
   span = 2 * np.pi * DATA_COVERAGE_TURNS / rate
   ts = np.linspace(-span, span, DATA_COVERAGE_POINTS, dtype=np.float32)
   coeffs = np.eye(len(psi), dtype=np.float32)[m]
-  starts = model.encode(params, params["anchors"])  # [C, A, d]
-  decoded = model.decode(params, transport_path(params["psi"], coeffs, starts, ts))
+  decoded = decode(transport_path(psi, coeffs, starts, ts))
   return data_coverage(decoded, DATA_COVERAGE_POINTS // 2, x, labels, **kwargs)
 
 

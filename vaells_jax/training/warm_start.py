@@ -1,18 +1,22 @@
-"""Networks that start from a layout of each class's manifold (fit on images).
+"""Networks that start from a layout of each class's manifold (fit on
+images, and on vectors of one class).
 
 From random networks, VAELLS on images rarely finds a closed loop for a
 periodic transformation: the encoder lays each class's orbit out as a
 tangle of open pieces before the operators learn, and the operators then
-learn nothing that moves along it (docs/images.md). The warm start
+learn nothing that moves along it (docs/images.md); on vectors, the
+encoder keeps an open curve that bends both ways as it is, which no
+linear flow follows (docs/studies/fit-open-curves.md). The warm start
 gives the networks a layout first, from the data alone:
 
 1. :func:`layout`: each class's points (at most :data:`LAYOUT_POINTS`) are
    embedded in 2-D by Isomap (shortest paths over a k-nearest-neighbour
    graph joined with the minimum spanning tree, then classical scaling). A
-   closed loop (:func:`_class_layout`) goes to a circle about the origin,
+   closed loop (:func:`class_layout`) goes to a circle about the origin,
    an orbit of a rotation; an open curve to a horizontal segment, an orbit
-   of a shear, at each point's distance along it, in the first two
-   latent axes. With three latent axes or more, class ``c`` of ``C`` lies
+   of a shear, at each point's distance along it (or, with ``open_arc``,
+   to that part of a turn of the circle, a rotation's orbit), in the first
+   two latent axes. With three latent axes or more, class ``c`` of ``C`` lies
    at height ``c - (C - 1) / 2`` on the third (one apart: the decoder
    tells the classes apart, which it could not on nested circles in 2-D);
    in 2-D at radius (or height) ``0.4 + 0.6 (c + 1) / C``. One operator
@@ -41,7 +45,16 @@ from vaells_jax.data.anchors import NEIGHBOURS
 from vaells_jax.models.vaells import Model, init_params
 from vaells_jax.training.coverage import pairwise_distances
 
-__all__ = ["CLOSED_RATIO", "GAP_RATIO", "LAYOUT_POINTS", "STEPS", "layout", "pretrain"]
+__all__ = [
+  "CLOSED_RATIO",
+  "GAP_RATIO",
+  "LAYOUT_POINTS",
+  "STEPS",
+  "class_layout",
+  "layout",
+  "pretrain",
+  "write_start",
+]
 
 LAYOUT_POINTS = 600  # points of each class the layout places, at most
 CLOSED_RATIO = 0.3
@@ -57,11 +70,13 @@ LAYOUT_WEIGHT = 10.0  # on the squared distance of the codes to the layout
 
 
 def layout(
-  x, labels, seed: int, latent_dim: int = 2
+  x, labels, seed: int, latent_dim: int = 2, open_arc: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, list[bool]]:
   """Where the warm start puts points of ``x [N, D]``: ``(index [P],
   codes [P, max(2, latent_dim)], closed [C])``, the points it placed, their
-  latent codes and whether each class counts as a closed loop."""
+  latent codes and whether each class lies on a circle (a closed loop, or
+  with ``open_arc`` > 0 an open curve laid on that fraction of a turn of
+  the unit circle, centred on ``+x``, instead of a segment)."""
   rng = np.random.default_rng(seed)
   labels = np.asarray(labels)
   num_classes = int(labels.max()) + 1
@@ -70,7 +85,10 @@ def layout(
     index = np.flatnonzero(labels == c)
     if len(index) > LAYOUT_POINTS:
       index = np.sort(rng.choice(index, LAYOUT_POINTS, replace=False))
-    code, loop = _class_layout(np.asarray(x[index], np.float64))
+    code, loop = class_layout(np.asarray(x[index], np.float64))
+    if not loop and open_arc > 0:  # the segment's place -> an angle
+      angle = np.pi * open_arc * code[:, 0]
+      code, loop = np.stack([np.cos(angle), np.sin(angle)], -1), True
     if latent_dim >= 3:  # a unit curve at its class's height on the third axis
       height = np.full((len(code), 1), c - (num_classes - 1) / 2)
       code = np.concatenate([code, height, np.zeros((len(code), latent_dim - 3))], 1)
@@ -82,7 +100,21 @@ def layout(
   return np.concatenate(chosen), np.concatenate(codes).astype(np.float32), closed
 
 
-def _class_layout(points: np.ndarray) -> tuple[np.ndarray, bool]:
+def write_start(config: Config, x, labels, path, open_arc: float = 0.0) -> dict:
+  """The warm start of ``config``'s networks on ``x [N, D]`` (in the model's
+  units) of classes ``labels``: :func:`layout`, :func:`pretrain` and
+  :func:`operators`, written to ``path`` (``config.start_networks``'s file).
+  Returns :func:`pretrain`'s losses with ``classes`` and ``circles`` (how
+  many lie on a circle)."""
+  from vaells_jax.models import saved_networks
+
+  index, codes, closed = layout(x, labels, config.seed, config.latent_dim, open_arc)
+  networks, info = pretrain(config, x[index], codes, config.seed)
+  saved_networks.write(path, {**networks, "psi": operators(config, closed)})
+  return {**info, "classes": len(closed), "circles": sum(closed)}
+
+
+def class_layout(points: np.ndarray) -> tuple[np.ndarray, bool]:
   """One class's codes at size 1 (the unit circle, or ``y = 1`` for
   ``x`` in [-1, 1]) and whether it is a closed loop.
 
