@@ -169,20 +169,20 @@ def one_fit(
   family,
   seed,
   anchor_choice,
-  adjust=None,
+  own=None,
   anchors_per_class=3,
   tries=None,
   members=False,
 ) -> dict:
-  """One ``fit`` call on ``family``'s data of ``seed`` with fit's defaults
-  for the data (changed by ``adjust``, a function of the config; ``tries``:
-  instead of fit's), scored on the true curves; ``members``: also every
-  member of the kept try's population at its selection step (all trained
-  to the end with ``select_at=1``)."""
+  """One ``fit`` call on ``family``'s data of ``seed`` with ``own``
+  (:func:`family_defaults`, fit's own by default; ``tries``: instead of
+  its), scored on the true curves; ``members``: also every member of the
+  kept try's population at its selection step (all trained to the end with
+  ``select_at=1``)."""
   from vaells_jax.runs.fit import fit
 
   x, labels, manifold, manifold_labels = family_data(family, seed)
-  own = family_defaults(family, seed, adjust)
+  own = own or family_defaults(family, seed)
   anchors = None
   if anchor_choice == "even":
     anchors = even_anchors(manifold, manifold_labels, anchors_per_class)
@@ -447,7 +447,7 @@ def main(argv=None) -> dict:
               family,
               seed,
               anchors,
-              adjust,
+              own,
               anchors_per_class=args.anchors_per_class,
               tries=tries,
               members=args.members,

@@ -56,20 +56,28 @@ def test_fit_without_labels_and_with_explicit_anchors(tmp_path):
   assert model.anchors_latent.shape == (1, 4, 2)
 
 
-def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
-  from vaells_jax.runs import fit as fit_module
+def _configs_trained(monkeypatch, verdict: str, coverage: float) -> list:
+  """The configs fit trains from now on (in the list returned), each try
+  mocked to end with ``verdict`` and ``latent_coverage``, nothing evaluated."""
   from vaells_jax.runs import runner
 
   seen = []
-  learned = types.SimpleNamespace(
-    verdict={"verdict": "learned", "signals": {"latent_coverage": 1.0}}
+  said = types.SimpleNamespace(
+    verdict={"verdict": verdict, "signals": {"latent_coverage": coverage}}
   )
   monkeypatch.setattr(
     runner,
     "train_and_evaluate",
-    lambda config, *a, **k: (seen.append(config) or learned, None),
+    lambda config, *a, **k: (seen.append(config) or said, None),
   )
   monkeypatch.setattr(runner, "evaluate_run", lambda *a: None)
+  return seen
+
+
+def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
+  from vaells_jax.runs import fit as fit_module
+
+  seen = _configs_trained(monkeypatch, "learned", 1.0)
   x, labels = _two_rings()
   vaells_jax.fit(x, labels, workdir=tmp_path)
   assert seen == [fit_module.FIT_CONFIG]
@@ -78,18 +86,8 @@ def test_fit_without_a_config_trains_the_population(tmp_path, monkeypatch):
 
 def test_fit_picks_its_defaults_from_the_data(tmp_path, monkeypatch):
   from vaells_jax.runs import fit as fit_module
-  from vaells_jax.runs import runner
 
-  seen = []
-  learned = types.SimpleNamespace(
-    verdict={"verdict": "not learned", "signals": {"latent_coverage": 0.0}}
-  )
-  monkeypatch.setattr(
-    runner,
-    "train_and_evaluate",
-    lambda config, *a, **k: (seen.append(config) or learned, None),
-  )
-  monkeypatch.setattr(runner, "evaluate_run", lambda *a: None)
+  seen = _configs_trained(monkeypatch, "not learned", 0.0)
   monkeypatch.setattr(fit_module, "_warm_start", lambda plan, *a: plan)
   x, labels = _two_rings()
   vaells_jax.fit(x, workdir=tmp_path / "one")  # one class: a curve, one try

@@ -36,13 +36,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import fit_battery  # noqa: E402
 from seed_rates import seed_range  # noqa: E402
 
+from vaells_jax.training.coverage import pairwise_distances  # noqa: E402
+
 ORBIT_POINTS = 801
 
 
 def _along(points, manifold):
   """Each point's place along the true curve, 0..1 (its nearest grid point)."""
-  gaps = ((points[:, None] - manifold[None]) ** 2).sum(-1)
-  return gaps.argmin(axis=1) / (len(manifold) - 1)
+  return pairwise_distances(points, manifold).argmin(axis=1) / (len(manifold) - 1)
 
 
 def _orbits(model):
