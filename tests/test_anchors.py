@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from vaells_jax.data.anchors import geodesic_distances, spread_anchors
+from vaells_jax.data.anchors import geodesic_distances, separate_pieces, spread_anchors
 
 
 def _circle(n, seed, dim=10):
@@ -66,3 +66,44 @@ def test_separate_pieces_still_give_finite_distances():
   x = np.r_[np.zeros((5, 2)), np.ones((5, 2)) * 10] + np.arange(10)[:, None] * 0.01
   geo = geodesic_distances(x, neighbours=2)
   assert np.all(np.isfinite(geo)) and geo[0, 9] > geo[0, 4]
+
+
+def _rings_and_spiral(seed, n=300):
+  """Three concentric rings (radii 0.7, 1.7, 2.7) and, alone, a spiral of
+  1.75 turns, each mapped linearly to 10-D with noise 0.01."""
+  rng = np.random.default_rng(seed)
+  mapping = rng.uniform(-1, 1, (10, 2))
+  angle = rng.uniform(0, 2 * np.pi, n)
+  labels = np.arange(n) % 3
+  radius = 0.7 + 1.0 * labels
+  rings = (radius[:, None] * np.c_[np.cos(angle), np.sin(angle)]) @ mapping.T
+  t = rng.uniform(0, 1, n)
+  spiral = (
+    (0.3 + 1.7 * t)[:, None] * np.c_[np.cos(3.5 * np.pi * t), np.sin(3.5 * np.pi * t)]
+  ) @ mapping.T
+  noise = 0.01 * rng.normal(size=(2, n, 10))
+  return rings + noise[0], labels, spiral + noise[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_separate_curves_without_labels_become_classes(seed):
+  rings, labels, spiral = _rings_and_spiral(seed)
+  pieces = separate_pieces(rings)
+  assert sorted(np.unique(pieces)) == [0, 1, 2]
+  for piece in range(3):  # each piece is one ring, whole
+    assert np.unique(labels[pieces == piece]).size == 1
+  assert np.all(separate_pieces(spiral) == 0)  # its turns pass close: one curve
+
+
+def test_a_gap_in_the_sampling_does_not_split_a_curve():
+  angle = np.r_[np.linspace(0, 1, 40), np.linspace(1.3, 4, 100)]  # a gap of 12 spacings
+  x = np.c_[np.cos(angle), np.sin(angle), np.zeros((140, 3))]
+  assert np.all(separate_pieces(x) == 0)
+
+
+def test_many_points_build_the_graph_of_a_subsample():
+  rings, labels, _ = _rings_and_spiral(0, n=2400)
+  pieces = separate_pieces(rings)
+  assert np.unique(pieces).size == 3
+  for piece in range(3):
+    assert np.unique(labels[pieces == piece]).size == 1

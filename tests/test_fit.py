@@ -89,8 +89,8 @@ def test_fit_picks_its_defaults_from_the_data(tmp_path, monkeypatch):
 
   seen = _configs_trained(monkeypatch, "not learned", 0.0)
   monkeypatch.setattr(fit_module, "_warm_start", lambda plan, *a: plan)
-  x, labels = _two_rings()
-  vaells_jax.fit(x, workdir=tmp_path / "one")  # one class: a curve, one try
+  x, labels = _two_rings(n=120)
+  vaells_jax.fit(x[labels == 0], workdir=tmp_path / "one")  # one curve, one try
   vaells_jax.fit(x, np.zeros(len(x), int), workdir=tmp_path / "zeros")
   assert seen == [fit_module.curve_config()] * 2
   (tmp_path / "two").mkdir()  # where the mocked tries leave tries.json
@@ -98,6 +98,34 @@ def test_fit_picks_its_defaults_from_the_data(tmp_path, monkeypatch):
   assert len(seen[2:]) == fit_module.FIT_TRIES and seen[2] == fit_module.FIT_CONFIG
   retry = dataclasses.replace(seen[2], seed=1, **fit_module.FIT_RETRY_CHANGES)
   assert seen[3] == retry
+
+
+def test_curves_given_without_labels_train_as_classes(tmp_path, monkeypatch):
+  from vaells_jax.runs import fit as fit_module
+  from vaells_jax.runs import runner
+
+  trained = []
+  said = types.SimpleNamespace(
+    verdict={"verdict": "learned", "signals": {"latent_coverage": 1.0}}
+  )
+  monkeypatch.setattr(
+    runner,
+    "train_and_evaluate",
+    lambda config, data, *a, **k: (trained.append((config, data)) or said, None),
+  )
+  monkeypatch.setattr(runner, "evaluate_run", lambda *a: None)
+  rng = np.random.default_rng(0)  # rings of radius 1 and 2 in 10-D, noise 0.01
+  labels = np.arange(200) % 2
+  angle = rng.uniform(0, 2 * np.pi, 200)
+  pos = (1.0 + labels)[:, None] * np.c_[np.cos(angle), np.sin(angle)]
+  x = pos @ rng.uniform(-1, 1, (10, 2)).T + 0.01 * rng.normal(size=(200, 10))
+  lines = []
+  vaells_jax.fit(x, workdir=tmp_path, log=lines.append)
+  ((config, data),) = trained
+  assert config == fit_module.FIT_CONFIG  # several classes' defaults
+  assert "2 separate pieces" in lines[0]
+  counts = np.bincount(np.r_[data.labels_train, data.labels_test])
+  assert counts.tolist() == [100, 100]  # a ring each (separate_pieces's tests)
 
 
 def test_a_one_class_fit_trains_the_operators_from_the_warm_start(tmp_path):

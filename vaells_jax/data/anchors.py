@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NEIGHBOURS", "geodesic_distances", "spread_anchors"]
+__all__ = [
+  "NEIGHBOURS",
+  "geodesic_distances",
+  "separate_pieces",
+  "spread_anchors",
+  "tangent_graph",
+]
 
 NEIGHBOURS = 8  # neighbours of each point in the graph
 # Points of a class the graph holds, at most (every k-th point beyond): the
@@ -46,6 +52,140 @@ def geodesic_distances(points, neighbours: int = NEIGHBOURS) -> np.ndarray:
   if not finite.all():
     geo = np.where(finite, geo, euclid + geo[finite].max())
   return geo
+
+
+# separate_pieces: a point's tangent space is spanned by the principal axes
+# of its TANGENT_NEIGHBOURS nearest points that hold TANGENT_SHARE of the
+# first axis's variance; a k-NN edge is kept when at most EDGE_OFF of its
+# length leaves both ends' tangent spaces. Pieces under MIN_PIECE of the
+# points join their nearest piece. At most PIECE_POINTS points build the
+# graph (the rest take their nearest point's piece).
+TANGENT_NEIGHBOURS = 5
+TANGENT_SHARE = 0.2
+EDGE_OFF = 0.8
+END_SHARE = 0.02
+MIN_PIECE = 0.05
+PIECE_POINTS = 2000
+
+
+def separate_pieces(x, neighbours: int = NEIGHBOURS) -> np.ndarray:
+  """Classes for data given without labels: the separate curves (or
+  surfaces) the data lie on, as labels ``[N]`` in ``0..C-1``, largest first.
+
+  The pieces of the k-NN graph of ``x [N, D]`` whose edges run along the
+  data: an edge between two curves that pass close leaves both points'
+  tangent spaces and is cut. Two pieces whose ends meet (each end within
+  :data:`END_SHARE` of its piece's geodesic length of the pair of points
+  closest between them, at most twice their k-th neighbour's distance
+  apart) are one curve that a gap in the sampling broke. Data on one curve
+  or surface give one piece: all zeros. docs/studies/fit-shapes.md
+  measures it on the battery's families.
+  """
+  from scipy.sparse.csgraph import connected_components, shortest_path
+
+  points = np.asarray(x, np.float64).reshape(len(x), -1)
+  n = len(points)
+  if n > PIECE_POINTS:  # the graph of a subsample; the rest join the nearest
+    some = np.random.default_rng(0).choice(n, PIECE_POINTS, replace=False)
+    own = separate_pieces(points[some], neighbours)
+    return own[_nearest(points, points[some])]
+  k = min(neighbours, n - 1)
+  if k < TANGENT_NEIGHBOURS:
+    return np.zeros(n, np.int64)
+  graph = tangent_graph(points, k)
+  euclid = _euclid(points)
+  np.fill_diagonal(euclid, np.inf)
+  near = np.argsort(euclid, axis=1)[:, :k]
+  _, piece = connected_components(graph, directed=False)
+  geo = shortest_path(graph, directed=False)
+  geo[~np.isfinite(geo)] = 0.0
+  reach = euclid[np.arange(n), near[:, -1]]
+  while _join_ends(piece, geo, euclid, reach):
+    pass
+  sizes = np.bincount(piece)
+  while sizes[sizes > 0].min() < MIN_PIECE * n:  # the first small piece joins
+    small = piece == np.flatnonzero((sizes > 0) & (sizes < MIN_PIECE * n))[0]
+    gaps = euclid[np.ix_(small, ~small)]
+    piece[small] = piece[~small][np.unravel_index(gaps.argmin(), gaps.shape)[1]]
+    sizes = np.bincount(piece, minlength=len(sizes))
+  rank = np.zeros(len(sizes), np.int64)  # the largest piece first
+  rank[np.argsort(-sizes, kind="stable")] = np.arange(len(sizes))
+  return rank[piece]
+
+
+def _euclid(points):
+  squared = np.sum(points**2, axis=1)  # from inner products: no [N, N, D]
+  return np.sqrt(np.maximum(squared[:, None] - 2 * points @ points.T + squared, 0))
+
+
+def _nearest(points, reference):
+  """Index of each point's nearest reference point (in chunks)."""
+  return np.concatenate(
+    [
+      _euclid_to(chunk, reference).argmin(1)
+      for chunk in np.array_split(points, max(1, len(points) // 1000))
+    ]
+  )
+
+
+def _euclid_to(a, b):
+  return np.sqrt(np.maximum((a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1), 0))
+
+
+def tangent_graph(points, neighbours: int = NEIGHBOURS):
+  """The symmetric k-NN graph of ``points [N, D]`` (edge weights: their
+  lengths; a sparse ``[N, N]``) without the edges that leave both ends'
+  tangent spaces (:data:`EDGE_OFF`): on curves that pass close (the
+  strands of a knot, the turns of a spiral, concentric rings) the edges
+  between them."""
+  from scipy.sparse import csr_matrix
+
+  points = np.asarray(points, np.float64)
+  euclid = _euclid(points)
+  np.fill_diagonal(euclid, np.inf)
+  n, k = len(points), min(neighbours, len(points) - 1)
+  near = np.argsort(euclid, axis=1)[:, :k]
+  local = points[np.argsort(euclid, axis=1)[:, :TANGENT_NEIGHBOURS]] - points[:, None]
+  _, s, axes = np.linalg.svd(local, full_matrices=False)
+  held = s**2 >= TANGENT_SHARE * s[:, :1] ** 2
+  axes = axes * held[..., None]  # [N, L, D]: each point's tangent axes
+  i, j = np.repeat(np.arange(n), k), near.ravel()
+  edge = points[j] - points[i]
+  length = np.linalg.norm(edge, axis=1)
+
+  def off(end):
+    along = np.einsum("eld,el->ed", axes[end], np.einsum("eld,ed->el", axes[end], edge))
+    return np.linalg.norm(edge - along, axis=1)
+
+  keep = np.maximum(off(i), off(j)) <= EDGE_OFF * length
+  graph = csr_matrix((length[keep], (i[keep], j[keep])), shape=(n, n))
+  return graph.maximum(graph.T)
+
+
+def _join_ends(piece, geo, euclid, reach) -> bool:
+  """Joins the first two pieces whose ends meet (:func:`separate_pieces`);
+  whether it joined any."""
+  ids = np.unique(piece)
+  ends = {}
+  for c in ids:
+    members = np.flatnonzero(piece == c)
+    inner = geo[np.ix_(members, members)]
+    a, b = np.unravel_index(inner.argmax(), inner.shape)
+    ends[c] = (members, members[[a, b]], max(inner.max(), 1e-12))
+  for first, c in enumerate(ids):
+    for d in ids[first + 1 :]:
+      (mc, ec, lc), (md, ed, ld) = ends[c], ends[d]
+      gap = euclid[np.ix_(mc, md)]
+      p, q = np.unravel_index(gap.argmin(), gap.shape)
+      p, q = mc[p], md[q]
+      if (
+        gap.min() <= 2 * max(reach[p], reach[q])
+        and geo[p, ec].min() <= END_SHARE * lc
+        and geo[q, ed].min() <= END_SHARE * ld
+      ):
+        piece[piece == d] = c
+        return True
+  return False
 
 
 def _k_medoids(geo, count: int, max_iter: int = 200) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from vaells_jax.config import Config
-from vaells_jax.data.anchors import spread_anchors
+from vaells_jax.data.anchors import separate_pieces, spread_anchors
 from vaells_jax.data.conditioning import InputMap
 from vaells_jax.data.dataset import Dataset
 from vaells_jax.data.files import atomic_write_text
@@ -81,6 +81,19 @@ def _check_image_network(config: Config, shape: tuple[int, ...] | None) -> None:
 
 
 _RANK = {"learned": 2, "uncertain": 1, "not learned": 0}
+
+
+def _found_classes(x: ArrayLike, log: Callable[[str], object]) -> np.ndarray | None:
+  """Classes for vectors given without labels: the separate pieces they lie
+  on (:func:`separate_pieces`), or None for one piece."""
+  x = np.asarray(x, np.float64)
+  if x.ndim != 2 or not np.all(np.isfinite(x)):
+    return None  # user_dataset says what is wrong
+  pieces = separate_pieces(x)
+  if pieces.max() == 0:
+    return None
+  log(f"no labels: the data lie on {pieces.max() + 1} separate pieces, one class each")
+  return pieces
 
 
 def _check_labels(labels: ArrayLike | None, num_points: int) -> np.ndarray:
@@ -185,8 +198,11 @@ def fit(
       which train the image networks of :func:`image_config` (without a
       config) and a model that takes and gives images of that shape
       (docs/images.md).
-    labels: integer classes ``[N]`` in ``0..C-1``, or None for one class.
-      Each sample's prior uses only its own class's anchors.
+    labels: integer classes ``[N]`` in ``0..C-1``, or None: one class per
+      separate curve the vectors lie on
+      (:func:`~vaells_jax.data.anchors.separate_pieces`; one class when
+      ``anchors`` are given). Each sample's prior uses only its own class's
+      anchors.
     anchors: input-space anchors ``[C, A, D]`` (or ``[A, D]`` for one class;
       images: ``[C, A, H, W(, C)]``),
       in the units of ``x``; None chooses ``anchors_per_class`` training
@@ -252,6 +268,8 @@ def fit(
 
   compilation_cache()
   shape = _sample_shape(x)
+  if labels is None and anchors is None and shape is None:
+    labels = _found_classes(x, log)
   plan = _plan_tries(
     config, tries, retry_changes, workdir, resume, overwrite, shape, labels
   )
