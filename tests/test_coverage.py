@@ -53,6 +53,20 @@ def test_an_orbit_counts_only_while_it_stays_on_the_data():
   assert _score(_orbits(lambda a: np.full_like(a, 1.5)), x, labels) == 0.0
 
 
+def test_an_orbit_that_crosses_to_another_class_has_left_its_own():
+  t = np.linspace(0, 2 * np.pi, 1200, endpoint=False)  # two rings close together
+  labels = np.arange(1200) % 2
+  radius = np.where(labels == 0, 1.0, 1.15)[:, None]
+  x = radius * np.stack([np.cos(t), np.sin(t)], 1)
+  # Class 0's orbit runs along its ring for a quarter turn each way, then
+  # along the other class's ring: within the (wide) reach of its own data
+  # all the way, but nearer the other's from the quarter on.
+  crossing = _orbits(lambda a: np.where(np.abs(a) < np.pi / 2, 1.0, 1.15))
+  crossing[:, 1] = _orbits(np.ones_like)[:, 0] * 1.15  # class 1 on its ring
+  score = coverage.data_coverage(crossing, T // 2, x, labels, reaches=(4.0,))
+  assert 0.7 < score < 0.8  # class 1: 1, class 0: about half its ring
+
+
 def test_data_coverage_is_zero_without_a_finite_orbit():
   x, labels = _circles(np.random.default_rng(2))
   assert _score(np.full_like(_orbits(np.ones_like), np.nan), x, labels) == 0.0

@@ -314,3 +314,64 @@ def test_the_image_verdict_on_constructed_image_models(psi, blur, expected):
     assert signals["sample_spreads"] < 0.2  # the training images: noisy, 120
     assert signals["reconstruction_error"] < 0.02
   assert "sample_noise_levels" not in signals  # curve distances: not on images
+
+
+@dataclasses.dataclass
+class _TorusModel(_Model):
+  """A flat torus (two unit circles turned by two angles) in the first four
+  of 6 coordinates, codes the first four; the prior's samples on it."""
+
+  def sample_prior(self, key, n, label):
+    rng = np.random.default_rng(label)
+    return _torus(rng.uniform(0, 2 * np.pi, (n, 2)))
+
+  def encode(self, x):
+    return np.asarray(x)[..., :4]
+
+  def decode(self, z):
+    z = np.asarray(z)
+    return np.concatenate([z, np.zeros(z.shape[:-1] + (2,))], -1)
+
+
+def _torus(angles):
+  a, b = angles[..., 0], angles[..., 1]
+  return np.stack([np.cos(a), np.sin(a), np.cos(b), np.sin(b)], -1)
+
+
+def _torus_data(seed=0, n=600):
+  rng = np.random.default_rng(seed)
+  x = np.zeros((n, 6))
+  x[:, :4] = _torus(rng.uniform(0, 2 * np.pi, (n, 2)))
+  anchors = np.zeros((1, 3, 6))
+  anchors[0, :, :4] = _torus(rng.uniform(0, 2 * np.pi, (3, 2)))
+  labels = np.zeros(n, int)
+  return _Data(x[:400], labels[:400], x[400:], labels[400:], anchors)
+
+
+def _plane_rotation(first):
+  psi = np.zeros((4, 4))
+  psi[first + 1, first], psi[first, first + 1] = 0.05, -0.05
+  return psi
+
+
+@pytest.mark.parametrize(
+  "second, expected",
+  [(_plane_rotation(2), "learned"), (np.zeros((4, 4)), "not learned")],
+)
+def test_on_a_surface_the_operators_must_cover_both_directions(second, expected):
+  psi = np.stack([_plane_rotation(0), second])
+  result = verdict(_TorusModel(_torus_data(), psi))
+  signals = result["signals"]
+  assert signals["data_directions"] == 2
+  assert result["verdict"] == expected, result["reasons"]
+  if expected == "learned":
+    assert signals["surface_coverage"] > 0.95
+  else:  # one circle of the torus: an orbit along the data, one direction
+    assert signals["surface_coverage"] < THRESHOLDS["surface_coverage_low"]
+    assert "directions" in result["reasons"][0]
+
+
+def test_curves_extend_in_one_direction():
+  result = verdict(_Model(_rings(noise=0.01), ROTATION))
+  assert result["signals"]["data_directions"] == 1
+  assert "surface_coverage" not in result["signals"]

@@ -13,8 +13,16 @@ the families of ``benchmarks/fit_battery.py`` and checked on others
 * ``data_coverage`` (:func:`vaells_jax.training.coverage.data_coverage`):
   the fraction of each class's training points that the strongest
   operator's decoded orbit from one of its anchors passes without leaving
-  the data. Near 1 when an operator carries a point along its whole class,
-  also where the orbit follows the encodings only roughly (a spiral).
+  the class's data (nor passing nearer another class's). Near 1 when an
+  operator carries a point along its whole class, also where the orbit
+  follows the encodings only roughly (a spiral).
+* ``data_directions`` (:func:`vaells_jax.training.coverage.data_directions`):
+  how many directions the data extend in locally, 1 on curves. Where it is
+  2 (a surface such as a torus), ``surface_coverage``
+  (:func:`vaells_jax.training.coverage.surface_coverage`): the fraction of
+  each class's points that the two strongest operators' combined decoded
+  flows reach without leaving the data; an orbit that covers a curve of
+  the surface covers one of its directions, which is not ``learned``.
 * ``reconstruction_error``: held-out mean squared reconstruction error over
   the held-out data's variance (``1 - R^2``); far above 0 when the networks
   did not fit the data or broke.
@@ -49,8 +57,10 @@ from vaells_jax.evaluation.metrics import chunked
 from vaells_jax.training.coverage import (
   coverage_points,
   coverage_signals,
+  data_directions,
   orbit_data_coverage,
   pairwise_distances,
+  surface_coverage,
 )
 from vaells_jax.training.selection import OPERATOR_NORM_LIMIT
 
@@ -81,6 +91,12 @@ THRESHOLDS = {
   # 0.69); every member that learned read 0.79 or more.
   "data_coverage_learned": 0.97,
   "data_coverage_low": 0.75,
+  # Data that extend in 2 directions (data_directions >= 1.5): surface_coverage
+  # at or above: learned; below "surface_coverage_low": not learned. Set
+  # before any surface was scored, at the ground truth's coverage bar (0.9),
+  # and kept (docs/studies/fit-shapes.md).
+  "surface_coverage_learned": 0.9,
+  "surface_coverage_low": 0.5,
   # Above either limit the run broke: not learned, whatever the coverage.
   "reconstruction_error_max": 0.05,
   "operator_norm_max": OPERATOR_NORM_LIMIT,
@@ -208,9 +224,16 @@ def verdict_signals(trained, seed: int = 0) -> dict:
   data_coverage = orbit_data_coverage(
     psi, trained.anchors_latent, trained.decode, x, labels
   )
+  directions = data_directions(x, labels)
+  surface = {"data_directions": directions}
+  if directions >= 1.5:
+    surface["surface_coverage"] = surface_coverage(
+      psi, trained.anchors_latent, trained.decode, x, labels
+    )
   return {
     **coverage_signals(latents, labels, psi, seed),
     "data_coverage": data_coverage,
+    **surface,
     **measured,
     "reconstruction_noise_levels": finite(levels),
     "sample_noise_levels": finite(_sample_levels(trained, seed)),
@@ -366,6 +389,8 @@ def decide(signals: dict, thresholds: dict | None = None) -> dict:
   broken = _blown_up(signals, limits)
   if broken:
     return _said("not learned", broken, signals, limits)
+  if signals.get("data_directions", 1.0) >= 1.5:
+    return _decide_surface(signals, limits)
   coverage = signals["latent_coverage"]
   # NaN where the signals were stored before data_coverage was a signal
   orbit = signals.get("data_coverage", float("nan"))
@@ -441,6 +466,32 @@ def _decide_image(signals: dict, limits: dict) -> dict:
     "prior's samples look like their class's images"
   )
   return _said("learned", [reason], signals, limits)
+
+
+def _decide_surface(signals: dict, limits: dict) -> dict:
+  """The verdict on data that extend in two directions (a surface): on
+  ``surface_coverage`` as :func:`decide` reads the curves' coverage."""
+  surface = signals["surface_coverage"]
+  directions = f"{signals['data_directions']:g}"
+  if surface < limits["surface_coverage_low"]:
+    reason = (
+      f"surface_coverage {surface:.2f} < {limits['surface_coverage_low']}: the "
+      f"operators' flows do not cover the data's {directions} directions"
+    )
+    return _said("not learned", [reason], signals, limits)
+  if surface < limits["surface_coverage_learned"]:
+    reason = (
+      f"surface_coverage {surface:.2f} < {limits['surface_coverage_learned']}: "
+      f"the operators' flows cover part of the data's {directions} directions"
+    )
+    return _said("uncertain", [reason], signals, limits)
+  reasons = [
+    f"surface_coverage {surface:.2f} >= {limits['surface_coverage_learned']}: "
+    f"the operators' flows cover the data's {directions} directions"
+  ] + _far_off(signals, limits)
+  return _said(
+    "learned" if len(reasons) == 1 else "uncertain", reasons, signals, limits
+  )
 
 
 def _blown_up(signals: dict, limits: dict) -> list:
