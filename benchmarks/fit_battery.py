@@ -2,19 +2,21 @@
 
 ``python benchmarks/fit_battery.py --seeds=100-109 --out=fit_battery.json``
 
-Each family makes user-shaped data from a seed: noisy curves in 2-D mapped
-linearly (``U[-1, 1]^{D x 2}``) to ``D`` dimensions, noise 0.01 per
-coordinate, one class per curve. ``knots_3d`` (beyond the battery, not in
-the default ``--families``) maps curves in 3-D: a trefoil knot and a
-circle whose height swings, which no plane holds. :func:`vaells_jax.fit`
-gets the points and labels only, with its defaults for such data
-(:func:`vaells_jax.runs.fit_defaults.defaults`; ``--set`` changes them); the
-true curves, which fit never sees,
-then score the returned model as the experiments are scored
+Each family (:class:`Family`) makes user-shaped data from a seed: noisy
+curves in 2-D mapped linearly (``U[-1, 1]^{D x 2}``) to ``D`` dimensions,
+noise 0.01 per coordinate unless the family says otherwise, one class per
+curve. ``knots_3d`` and ``torus`` (beyond the battery, not in the default
+``--families``) map a trefoil knot and a circle whose height swings in
+3-D, and the flat torus in 4-D. :func:`vaells_jax.fit` gets the points and
+labels only (``unlabelled``: the points alone), with its defaults for such
+data (:func:`vaells_jax.runs.fit_defaults.defaults`; ``--set`` changes
+them); the true curves, which fit never sees, then score the returned
+model as the experiments are scored
 (:func:`vaells_jax.evaluation.synthetic_report.learned_structure`: orbit
-coverage >= 0.9 and decoded prior samples within 15 noise levels), and the
-model's own verdict is read against that. Results go to ``--out`` after every
-fit (a rerun continues where it stopped).
+coverage >= 0.9 and decoded prior samples within 15 noise levels, a noise
+level being 0.01 on every family; a surface by :func:`surface_coverage`),
+and the model's own verdict is read against that. Results go to ``--out``
+after every fit (a rerun continues where it stopped).
 
 ``--first-tries=FILE`` takes the rows of a ``--tries=1`` run (the same
 seeds, families and anchors) whose verdict is ``learned`` as they are: fit
@@ -44,6 +46,8 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,25 +101,81 @@ def _seam(t):
   return np.stack([2 * np.cos(a), 2 * np.sin(a), 0.8 * np.sin(2 * a)], -1)
 
 
-# family -> (curves, points per class, input dimension, scale, shift)
+def _wave(t):
+  """An open curve whose curvature changes sign twice: a sine wave of one
+  and a half periods, 4 long and 1.4 high."""
+  return np.stack([4 * (t - 0.5), 0.7 * np.sin(3 * np.pi * t)], -1)
+
+
+def _spiral(t):
+  """An open curve: a spiral of 1.75 turns, r 0.3 -> 2 (the swiss roll's
+  kind)."""
+  angle = 3.5 * np.pi * t
+  r = 0.3 + 1.7 * t
+  return np.stack([r * np.cos(angle), r * np.sin(angle)], -1)
+
+
+def _torus(t):
+  """A two-dimensional manifold: the flat torus in 4-D, two circles of
+  radius 1 and 1.5 turned by the two parameters ``t [.., 2]``."""
+  a, b = 2 * np.pi * t[..., 0], 2 * np.pi * t[..., 1]
+  return np.stack([np.cos(a), np.sin(a), 1.5 * np.cos(b), 1.5 * np.sin(b)], -1)
+
+
+def _uneven(n, rng):
+  """Curve parameters dense on a fifth of the curve (half the points) and
+  sparse on the rest: 4 times the spacing."""
+  dense = rng.uniform(0, 0.2, n // 2)
+  return np.concatenate([dense, rng.uniform(0.2, 1, n - n // 2)])
+
+
+class Family(NamedTuple):
+  """A battery family: ``curves`` ``(t -> [.., d], closed)``, one class
+  each, with ``counts`` points, mapped to ``dim`` dimensions, times
+  ``scale`` plus ``shift``; ``noise`` per coordinate, curve parameters
+  drawn by ``sampling(n, rng)`` (uniform by default), ``labelled``: fit is
+  given the labels; ``params``: the manifold's dimension (2: a surface,
+  ``t [.., 2]``)."""
+
+  curves: list
+  counts: tuple
+  dim: int
+  scale: float = 1.0
+  shift: float = 0.0
+  noise: float = NOISE
+  sampling: Callable | None = None
+  labelled: bool = True
+  params: int = 1
+
+
+TWO_RINGS = [_ring(1.0), _ring(2.0)]
 FAMILIES = {
-  "circles": ([_ring(1.0), _ring(2.0)], (100, 100), 10, 1.0, 0.0),
-  "circles_scaled": ([_ring(1.0), _ring(2.0)], (100, 100), 10, 100.0, 1000.0),
-  "ellipses": (
+  "circles": Family(TWO_RINGS, (100, 100), 10),
+  "circles_scaled": Family(TWO_RINGS, (100, 100), 10, 100.0, 1000.0),
+  "ellipses": Family(
     [_ring(0.6, ratio=0.6), _ring(1.2, ratio=0.7, turn=0.5), _ring(2.0, ratio=0.8)],
     (60, 120, 180),
     10,
-    1.0,
-    0.0,
   ),
-  "unequal": ([_ring(0.7), _ring(1.5)], (40, 200), 10, 1.0, 0.0),
-  "circles_100d": ([_ring(1.0), _ring(2.0)], (100, 100), 100, 1.0, 0.0),
-  "wobbly_100d": ([_ring(1.0, 0.25), _ring(2.0, 0.25)], (120, 120), 100, 1.0, 0.0),
-  "arc": ([(_spiral_arc, False)], (200,), 10, 1.0, 0.0),
-  "s_curve": ([(_s_curve, False)], (200,), 20, 1.0, 0.0),
-  "knots_3d": ([(_trefoil, True), (_seam, True)], (150, 100), 10, 1.0, 0.0),
+  "unequal": Family([_ring(0.7), _ring(1.5)], (40, 200), 10),
+  "circles_100d": Family(TWO_RINGS, (100, 100), 100),
+  "wobbly_100d": Family([_ring(1.0, 0.25), _ring(2.0, 0.25)], (120, 120), 100),
+  "arc": Family([(_spiral_arc, False)], (200,), 10),
+  "s_curve": Family([(_s_curve, False)], (200,), 20),
+  "wave": Family([(_wave, False)], (200,), 20),
+  "spiral": Family([(_spiral, False)], (300,), 20),
+  "uneven": Family(TWO_RINGS, (150, 150), 10, sampling=_uneven),
+  "noise_0.03": Family(TWO_RINGS, (100, 100), 10, noise=0.03),
+  "noise_0.1": Family(TWO_RINGS, (100, 100), 10, noise=0.1),
+  "few_points": Family(TWO_RINGS, (50, 50), 10),
+  "ten_classes": Family([_ring(0.5 + 0.25 * k) for k in range(10)], (60,) * 10, 10),
+  "unlabelled": Family(
+    [_ring(0.7), _ring(1.5), _ring(2.3)], (100, 100, 100), 10, labelled=False
+  ),
+  "knots_3d": Family([(_trefoil, True), (_seam, True)], (150, 100), 10),
+  "torus": Family([(_torus, True)], (400,), 20, params=2),
 }
-BEYOND = ("knots_3d",)  # not in the default --families
+BEYOND = ("knots_3d", "torus")  # not in the default --families
 CALIBRATION = ("circles", "arc")  # the verdict's thresholds were set on these
 
 
@@ -132,27 +192,44 @@ def _equal_arc(points, closed):
   )
 
 
+SURFACE_GRID = 40  # a surface's true points: a 40 x 40 grid of its parameters
+
+
 def family_data(name: str, seed: int):
   """``(x [N, D], labels [N], manifold [C G, D], manifold_labels [C G])``
-  of family ``name``, in the user's units."""
-  curves, counts, dim, scale, shift = FAMILIES[name]
+  of family ``name``, in the user's units (``labels`` the true classes,
+  given to fit only for a ``labelled`` family)."""
+  family = FAMILIES[name]
   rng = np.random.default_rng(seed)
-  mapping = rng.uniform(-1, 1, (dim, curves[0][0](np.zeros(1)).shape[-1]))
+  shape = (family.params,) if family.params > 1 else ()
+  mapping = rng.uniform(-1, 1, (family.dim, family.curves[0][0](np.zeros(shape)).size))
   xs, labels, grid, grid_labels = [], [], [], []
-  for c, ((curve, closed), n) in enumerate(zip(curves, counts, strict=True)):
-    t = rng.uniform(0, 1, n)
-    xs.append(curve(t) @ mapping.T + NOISE * rng.standard_normal((n, dim)))
+  for c, ((curve, closed), n) in enumerate(
+    zip(family.curves, family.counts, strict=True)
+  ):
+    if family.sampling is not None:
+      t = family.sampling(n, rng)
+    else:
+      t = rng.uniform(0, 1, (n, *shape))
+    xs.append(
+      curve(t) @ mapping.T + family.noise * rng.standard_normal((n, family.dim))
+    )
     labels.append(np.full(n, c))
-    dense = curve(np.linspace(0, 1, 20 * GRID, endpoint=not closed)) @ mapping.T
-    grid.append(_equal_arc(dense, closed))
-    grid_labels.append(np.full(GRID, c))
+    if family.params > 1:
+      side = np.arange(SURFACE_GRID) / SURFACE_GRID
+      cells = np.stack(np.meshgrid(side, side, indexing="ij"), -1).reshape(-1, 2)
+      grid.append(curve(cells) @ mapping.T)
+    else:
+      dense = curve(np.linspace(0, 1, 20 * GRID, endpoint=not closed)) @ mapping.T
+      grid.append(_equal_arc(dense, closed))
+    grid_labels.append(np.full(len(grid[-1]), c))
   x, labels = np.concatenate(xs), np.concatenate(labels)
   order = rng.permutation(len(x))
   manifold = np.concatenate(grid)
   return (
-    x[order] * scale + shift,
+    x[order] * family.scale + family.shift,
     labels[order],
-    manifold * scale + shift,
+    manifold * family.scale + family.shift,
     np.concatenate(grid_labels),
   )
 
@@ -184,13 +261,13 @@ def one_fit(
   x, labels, manifold, manifold_labels = family_data(family, seed)
   own = own or family_defaults(family, seed)
   anchors = None
-  if anchor_choice == "even":
+  if anchor_choice == "even" and FAMILIES[family].labelled:
     anchors = even_anchors(manifold, manifold_labels, anchors_per_class)
   start = time.perf_counter()
   with tempfile.TemporaryDirectory() as workdir:
     model = fit(
       x,
-      labels,
+      labels if FAMILIES[family].labelled else None,
       anchors,
       config=own.config,
       anchors_per_class=anchors_per_class,
@@ -237,19 +314,38 @@ def family_defaults(family, seed, adjust=None):
   """fit's defaults for ``family``'s data of ``seed``
   (:func:`vaells_jax.runs.fit_defaults.defaults`), the config changed by
   ``adjust`` and given the seed."""
+  from vaells_jax.data.anchors import separate_pieces
   from vaells_jax.runs.fit_defaults import defaults
 
-  own = defaults(None, family_data(family, seed)[1])
+  x, labels, _, _ = family_data(family, seed)
+  own = defaults(None, labels if FAMILIES[family].labelled else separate_pieces(x))
   config = (adjust or (lambda c: c))(own.config)
   return own._replace(config=dataclasses.replace(config, seed=seed))
 
 
 def _scored(model, family, seed) -> dict:
   """``model`` (in the user's units) scored on ``family``'s true curves as
-  the experiments are scored."""
-  from vaells_jax.evaluation.synthetic_report import eval_keys, learned_structure
+  the experiments are scored, in units of the battery's :data:`NOISE` (the
+  same absolute distances at every noise level); a surface by
+  :func:`surface_coverage`; without labels, each class fit found is scored
+  on the true curve its anchors lie on (and fails unless the classes are
+  the true curves, one each)."""
+  from vaells_jax.evaluation.synthetic_report import (
+    eval_keys,
+    learned_structure,
+    success,
+  )
 
   _, _, manifold, manifold_labels = family_data(family, seed)
+  order = list(np.unique(manifold_labels))
+  found = (
+    order
+    if FAMILIES[family].labelled
+    else _found_curves(model, manifold, manifold_labels)
+  )
+  order = found or order
+  manifold = np.concatenate([manifold[manifold_labels == c] for c in order])
+  manifold_labels = np.repeat(np.arange(len(order)), GRID_OF[FAMILIES[family].params])
   data = model.data
   shapes = {  # required beside a manifold; the scoring reads none of them
     "pos_train": np.zeros((len(data.x_train), 2)),
@@ -263,11 +359,85 @@ def _scored(model, family, seed) -> dict:
     data,
     manifold=manifold,
     manifold_labels=manifold_labels,
-    noise_std=NOISE * FAMILIES[family][3],
+    noise_std=NOISE * FAMILIES[family].scale,
     **shapes,
   )
-  scores = learned_structure(dataclasses.replace(model, data=truth), eval_keys(seed)[0])
+  truth = dataclasses.replace(model, data=truth)
+  scores = learned_structure(truth, eval_keys(seed)[0])
+  if FAMILIES[family].params > 1:
+    scores["curve_coverage"] = scores["orbit_coverage"]
+    scores["orbit_coverage"] = surface_coverage(truth)
+    scores["success"] = success(
+      scores["orbit_coverage"], scores["sample_manifold_distance"]
+    )
+  scores["success"] = bool(scores["success"] and found is not None)
   return {k: v if isinstance(v, bool) else float(v) for k, v in scores.items()}
+
+
+GRID_OF = {1: GRID, 2: SURFACE_GRID**2}  # true points of a curve, of a surface
+
+
+def _found_curves(model, manifold, manifold_labels):
+  """The true curve of each class of ``model`` (by its anchors' nearest
+  true points), or None unless they are the true curves, one each."""
+  anchors = np.asarray(model.anchors, np.float64)
+  owners = []
+  for per_class in anchors:
+    near = np.linalg.norm(per_class[:, None] - manifold[None], axis=-1).argmin(1)
+    owners.append(int(np.bincount(manifold_labels[near]).argmax()))
+  curves = np.unique(manifold_labels)
+  return owners if sorted(owners) == list(curves) else None
+
+
+SURFACE_CELLS = 10  # a surface's parameter square in 10 x 10 cells
+SURFACE_STEPS = 61  # coefficients of each of the two operators
+
+
+def surface_coverage(trained, threshold: float = 40.0) -> float:
+  """How much of a true surface the two strongest operators' combined flows
+  cover: the fraction of its parameter square's 10 x 10 cells that the
+  points ``expm(a Psi_1 + b Psi_2) z`` reach, over a grid of ``(a, b)``
+  spanning a turn of each operator each way from an anchor ``z``, counting
+  the grid's points that stay within ``threshold`` noise levels of the
+  surface and connect to the anchor (as :func:`orbit_coverage` follows a
+  curve's orbit while it stays on the curve); the best anchor's. A flow
+  along one direction of a torus reaches one row of cells (0.1), both
+  directions reach all of them (1)."""
+  from scipy import ndimage
+
+  from vaells_jax.evaluation.fixed_shapes import RowPrograms
+  from vaells_jax.evaluation.metrics import nearest_neighbours
+
+  data, rows = trained.data, RowPrograms(trained)
+  psi = np.asarray(trained.psi)
+  strongest = np.argsort(np.linalg.norm(psi, axis=(1, 2)))[::-1][:2]
+  rates = np.maximum(np.abs(np.linalg.eigvals(psi[strongest])).max(-1), 1e-6)
+  steps = np.linspace(-1, 1, SURFACE_STEPS)
+  coeffs = np.zeros((SURFACE_STEPS, SURFACE_STEPS, psi.shape[0]), np.float32)
+  coeffs[..., strongest[0]] = (2 * np.pi / rates[0]) * steps[:, None]
+  coeffs[..., strongest[1]] = (2 * np.pi / rates[1]) * steps[None, :]
+  anchors = rows.encode(trained.anchors).reshape(-1, psi.shape[-1])
+  params = np.stack(
+    np.meshgrid(
+      *[np.arange(SURFACE_GRID) // (SURFACE_GRID // SURFACE_CELLS)] * 2, indexing="ij"
+    ),
+    -1,
+  ).reshape(-1, 2)
+  best = 0.0
+  for z in anchors:
+    decoded = rows.decode(rows.transport(coeffs, z))
+    near, gap = nearest_neighbours(
+      decoded.reshape(-1, decoded.shape[-1]), data.manifold
+    )
+    near = near.reshape(decoded.shape[:2])
+    close = gap.reshape(decoded.shape[:2]) <= threshold * data.noise_std
+    parts, _ = ndimage.label(close)
+    centre = parts[SURFACE_STEPS // 2, SURFACE_STEPS // 2]
+    if centre == 0:
+      continue
+    cells = {tuple(c) for c in params[near[parts == centre]]}
+    best = max(best, len(cells) / SURFACE_CELLS**2)
+  return best
 
 
 def _try_scores(workdir: pathlib.Path, name: str, family, seed) -> dict:

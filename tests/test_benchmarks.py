@@ -135,6 +135,25 @@ def test_fit_battery(tmp_path):
 
 
 @pytest.mark.whole_run
+def test_fit_battery_scores_a_torus_and_curves_without_labels(tmp_path):
+  out = tmp_path / "battery.json"
+  results = _bench(
+    "fit_battery",
+    "--quick",
+    "--seeds=0",
+    "--families=torus,unlabelled",
+    f"--out={out}",
+    out=out,
+  )
+  rows = {row["family"]: row for row in results.values()}
+  torus = rows["torus"]
+  assert torus["signals"]["data_directions"] == 2
+  assert 0 <= torus["signals"]["surface_coverage"] <= 1
+  assert 0 <= torus["orbit_coverage"] <= 1 and "curve_coverage" in torus
+  assert rows["unlabelled"]["signals"]["data_directions"] == 1
+
+
+@pytest.mark.whole_run
 def test_image_battery(tmp_path):
   out = tmp_path / "images.json"
   results = _bench(

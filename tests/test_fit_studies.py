@@ -39,3 +39,12 @@ def test_open_curves(tmp_path, monkeypatch):
   assert row["verdict"] in ("learned", "uncertain", "not learned")
   assert len(row["eigenvalues"]) == 4 and len(row["anchor_off_span"][0]) == 3
   assert (keep / "s_curve_s100" / "figure.png").stat().st_size > 0
+
+
+def test_the_pieces_find_two_circles_and_one_spiral(tmp_path):
+  out = tmp_path / "p.json"
+  result = _study("pieces").main(
+    ["--seeds=100", "--families=circles,spiral", f"--out={out}"]
+  )
+  assert result["circles"][0] == {"seed": 100, "pieces": 2, "curves": 2, "found": True}
+  assert result["spiral"][0]["pieces"] == 1 and result["spiral"][0]["found"]

@@ -12,7 +12,7 @@ the Markdown as
 of one page group's ``RENDERERS``: a function of the results that returns the
 span's text. ``NAME:ARG:ARG`` passes the arguments to it (one renderer for
 every cell of a kind, e.g. ``gen:inference-speedup:concentric:auto:cg``).
-Each page group has its module: ``fit``, ``population``, ``mnist``,
+Each page group has its module: ``fit``, ``shapes``, ``population``, ``mnist``,
 ``inference``, ``original``, ``training``, ``synthetic``, ``baselines``,
 ``gpu``; ``common`` holds what they share. Change a number by rerunning its
 measurement into its JSON, then this command; never by hand.
@@ -30,6 +30,7 @@ from . import (
   mnist,
   original,
   population,
+  shapes,
   synthetic,
   training,
 )
@@ -45,6 +46,7 @@ PAGES = [
 SPAN = re.compile(r"(<!-- gen:([\w:.-]+) -->)(.*?)(<!-- /gen -->)", re.S)
 GROUPS = (
   fit,
+  shapes,
   population,
   mnist,
   inference,

@@ -16,10 +16,19 @@ FAMILIES = {
   "unequal": "unequal classes",
   "arc": "an open arc",
   "s_curve": "an open S-curve",
+  "wave": "an open wave",
+  "spiral": "an open spiral",
   "ellipses": "three ellipses",
   "circles_100d": "100-D circles",
   "wobbly_100d": "100-D wobbly curves",
+  "uneven": "unevenly sampled circles",
+  "noise_0.03": "circles at noise 0.03",
+  "noise_0.1": "circles at noise 0.1",
+  "few_points": "50 points a class",
+  "ten_classes": "ten classes",
+  "unlabelled": "circles without labels",
   "knots_3d": "knotted 3-D curves",
+  "torus": "a torus",
 }
 
 
@@ -214,6 +223,21 @@ def fit_rates(key: str = "fit_defaults") -> str:
   return (
     "; ".join(parts) + f"; verdict precision {right / called:.2f} "
     f"({right} of {called}), recall {found / truly:.2f}"
+  )
+
+
+def fit_rates_summary() -> str:
+  """README: how many of the battery's families learn on 9 of 10 seeds or
+  more, and the verdict's precision and recall."""
+  runs = _fit_runs()
+  good = [f for f, g in runs.items() if sum(r["success"] for r in g) >= 0.9 * len(g)]
+  everything = [r for group in runs.values() for r in group]
+  called, right, truly, found = _verdict_counts(everything)
+  return (
+    f"{len(good)} of {len(runs)} families on 9 of 10 seeds or more "
+    f"({sum(r['success'] for r in everything)} of {len(everything)} fits); "
+    f"verdict precision {right / called:.2f} ({right} of {called}), "
+    f"recall {found / truly:.2f}"
   )
 
 
@@ -874,6 +898,7 @@ def fit_layouts() -> str:
 
 RENDERERS = {
   "fit-battery-table": fit_battery_table,
+  "fit-rates-summary": fit_rates_summary,
   "verdict-swiss-members": verdict_swiss_members,
   "verdict-experiments": verdict_experiments,
   "fit-open-curves-table": fit_open_curves_table,

@@ -69,7 +69,8 @@ def analyse(model, family: str, seed: int, figure: pathlib.Path) -> dict:
   import matplotlib.pyplot as plt
 
   x, labels, manifold, manifold_labels = fit_battery.family_data(family, seed)
-  curves, _, dim, scale, shift = fit_battery.FAMILIES[family]
+  family_ = fit_battery.FAMILIES[family]
+  curves, dim, scale, shift = family_.curves, family_.dim, family_.scale, family_.shift
   inner = curves[0][0](np.zeros(1)).shape[-1]  # the curves' own dimension
   mapping = np.random.default_rng(seed).uniform(-1, 1, (dim, inner))
   unmap = np.linalg.pinv(mapping).T

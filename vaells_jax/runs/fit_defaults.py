@@ -81,11 +81,14 @@ FIT_RETRY_CHANGES = {
 }
 # One class of vectors (curve_config): the warm start's layout (an open
 # curve on three quarters of a circle) and one member, CURVE_STEPS steps that
-# train the operators alone (networks and anchors held), one try. On the
-# battery's open S-curves and arcs it learned 10 of 10 seeds each; with
-# several classes the layout's nested rings in 2-D left the prior's samples
-# off the curves (2 of 10 circles): docs/studies/fit-open-curves.md.
-CURVE_STEPS = 1000
+# train the operators alone (networks and anchors held), one try. With several
+# classes the layout's nested rings in 2-D left the prior's samples off the
+# curves (2 of 10 circles): docs/studies/fit-open-curves.md. The steps: the
+# layout's rotation is the orbit; trained longer it turns into a spiral that
+# leaves a long curve (a spiral of 1.75 turns: 4 of 10 seeds at 1000 steps,
+# 8 of 10 at 250; arc, S-curve and wave: 30 of 30 at 1000, 29 of 30 at 250):
+# docs/studies/fit-shapes.md.
+CURVE_STEPS = 250
 CURVE_TRIES = 1
 
 
