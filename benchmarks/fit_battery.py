@@ -407,16 +407,11 @@ def surface_coverage(trained, threshold: float = 40.0) -> float:
 
   from vaells_jax.evaluation.fixed_shapes import RowPrograms
   from vaells_jax.evaluation.metrics import nearest_neighbours
+  from vaells_jax.training.coverage import surface_coefficients
 
   data, rows = trained.data, RowPrograms(trained)
-  psi = np.asarray(trained.psi)
-  strongest = np.argsort(np.linalg.norm(psi, axis=(1, 2)))[::-1][:2]
-  rates = np.maximum(np.abs(np.linalg.eigvals(psi[strongest])).max(-1), 1e-6)
-  steps = np.linspace(-1, 1, SURFACE_STEPS)
-  coeffs = np.zeros((SURFACE_STEPS, SURFACE_STEPS, psi.shape[0]), np.float32)
-  coeffs[..., strongest[0]] = (2 * np.pi / rates[0]) * steps[:, None]
-  coeffs[..., strongest[1]] = (2 * np.pi / rates[1]) * steps[None, :]
-  anchors = rows.encode(trained.anchors).reshape(-1, psi.shape[-1])
+  coeffs = surface_coefficients(trained.psi, SURFACE_STEPS)
+  anchors = rows.encode(trained.anchors).reshape(-1, trained.psi.shape[-1])
   params = np.stack(
     np.meshgrid(
       *[np.arange(SURFACE_GRID) // (SURFACE_GRID // SURFACE_CELLS)] * 2, indexing="ij"

@@ -38,8 +38,7 @@ def geodesic_distances(points, neighbours: int = NEIGHBOURS) -> np.ndarray:
 
   points = np.asarray(points, np.float64)
   n = len(points)
-  squared = np.sum(points**2, axis=1)  # from inner products: no [N, N, D]
-  euclid = np.sqrt(np.maximum(squared[:, None] - 2 * points @ points.T + squared, 0))
+  euclid = _euclid(points, points)
   np.fill_diagonal(euclid, 0.0)
   k = min(neighbours, n - 1)
   if k < 1:
@@ -92,10 +91,11 @@ def separate_pieces(x, neighbours: int = NEIGHBOURS) -> np.ndarray:
   k = min(neighbours, n - 1)
   if k < TANGENT_NEIGHBOURS:
     return np.zeros(n, np.int64)
-  graph = tangent_graph(points, k)
-  euclid = _euclid(points)
+  euclid = _euclid(points, points)
   np.fill_diagonal(euclid, np.inf)
-  near = np.argsort(euclid, axis=1)[:, :k]
+  order = np.argsort(euclid, axis=1)
+  near = order[:, :k]
+  graph = _tangent_graph(points, euclid, order, k)
   _, piece = connected_components(graph, directed=False)
   geo = shortest_path(graph, directed=False)
   geo[~np.isfinite(geo)] = 0.0
@@ -113,23 +113,21 @@ def separate_pieces(x, neighbours: int = NEIGHBOURS) -> np.ndarray:
   return rank[piece]
 
 
-def _euclid(points):
-  squared = np.sum(points**2, axis=1)  # from inner products: no [N, N, D]
-  return np.sqrt(np.maximum(squared[:, None] - 2 * points @ points.T + squared, 0))
+def _euclid(a, b):
+  """Distances ``[P, Q]`` between the rows of ``a`` and ``b``, from inner
+  products (no ``[P, Q, D]``)."""
+  squared = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)
+  return np.sqrt(np.maximum(squared, 0))
 
 
 def _nearest(points, reference):
   """Index of each point's nearest reference point (in chunks)."""
   return np.concatenate(
     [
-      _euclid_to(chunk, reference).argmin(1)
+      _euclid(chunk, reference).argmin(1)
       for chunk in np.array_split(points, max(1, len(points) // 1000))
     ]
   )
-
-
-def _euclid_to(a, b):
-  return np.sqrt(np.maximum((a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1), 0))
 
 
 def tangent_graph(points, neighbours: int = NEIGHBOURS):
@@ -138,14 +136,20 @@ def tangent_graph(points, neighbours: int = NEIGHBOURS):
   tangent spaces (:data:`EDGE_OFF`): on curves that pass close (the
   strands of a knot, the turns of a spiral, concentric rings) the edges
   between them."""
+  points = np.asarray(points, np.float64)
+  euclid = _euclid(points, points)
+  np.fill_diagonal(euclid, np.inf)
+  order = np.argsort(euclid, axis=1)
+  return _tangent_graph(points, euclid, order, min(neighbours, len(points) - 1))
+
+
+def _tangent_graph(points, euclid, order, k):
+  """:func:`tangent_graph` from the points' distances ``euclid`` (infinite
+  on the diagonal) and their row-wise ``argsort`` ``order``."""
   from scipy.sparse import csr_matrix
 
-  points = np.asarray(points, np.float64)
-  euclid = _euclid(points)
-  np.fill_diagonal(euclid, np.inf)
-  n, k = len(points), min(neighbours, len(points) - 1)
-  near = np.argsort(euclid, axis=1)[:, :k]
-  local = points[np.argsort(euclid, axis=1)[:, :TANGENT_NEIGHBOURS]] - points[:, None]
+  n, near = len(points), order[:, :k]
+  local = points[order[:, :TANGENT_NEIGHBOURS]] - points[:, None]
   _, s, axes = np.linalg.svd(local, full_matrices=False)
   held = s**2 >= TANGENT_SHARE * s[:, :1] ** 2
   axes = axes * held[..., None]  # [N, L, D]: each point's tangent axes

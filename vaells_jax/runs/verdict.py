@@ -58,6 +58,7 @@ from vaells_jax.training.coverage import (
   coverage_points,
   coverage_signals,
   data_directions,
+  local_spectra,
   orbit_data_coverage,
   pairwise_distances,
   surface_coverage,
@@ -153,21 +154,14 @@ def noise_level(x, labels, neighbours: int = NEIGHBOURS) -> float:
   remaining dimension, the median over points, is the estimate's square.
   Curvature inflates it (about 2x on the battery's circles).
   """
-  x, labels = np.asarray(x, np.float64), np.asarray(labels)
-  off = []
-  for c in np.unique(labels):
-    points = x[labels == c]
-    k = min(neighbours, len(points) - 1)
-    if k < 2:
-      continue
-    gaps = pairwise_distances(points, points)
-    for near in np.argsort(gaps, axis=1)[:, : k + 1]:
-      window = points[near] - points[near].mean(axis=0)
-      spectrum = np.linalg.svd(window, compute_uv=False)
-      off.append(np.sum(spectrum[1:] ** 2) / k)
-  if not off or x.shape[1] < 2:
+  dim = np.shape(x)[1]
+  off = [
+    spectrum[:, 1:].sum(axis=1) / (spectrum.shape[1] - 1)  # over k
+    for spectrum in local_spectra(x, labels, neighbours)
+  ]
+  if not off or dim < 2:
     return float("nan")
-  return float(np.sqrt(np.median(off) / (x.shape[1] - 1)))
+  return float(np.sqrt(np.median(np.concatenate(off)) / (dim - 1)))
 
 
 def polyline_distance(points, reference, neighbours=SEGMENT_NEIGHBOURS, own=False):

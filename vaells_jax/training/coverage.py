@@ -40,10 +40,12 @@ __all__ = [
   "data_coverage",
   "data_directions",
   "latent_coverage",
+  "local_spectra",
   "member_data_coverage",
   "member_sample_distance",
   "orbit_data_coverage",
   "pairwise_distances",
+  "surface_coefficients",
   "surface_coverage",
 ]
 
@@ -299,25 +301,51 @@ SURFACE_STEPS = 41  # coefficients of each of surface_coverage's two operators
 SURFACE_REACHES = (0.5, 1.0, 1.5)
 
 
-def data_directions(x, labels) -> float:
-  """How many directions the data extend in locally (:data:`DIRECTION_SHARE`,
-  :data:`DIRECTION_GAP`): 1 on a curve, 2 on a surface such as a torus."""
+def local_spectra(x, labels, neighbours: int) -> list[np.ndarray]:
+  """Each class's local principal variances: for every point, the squared
+  singular values of its ``k`` nearest points of its class and itself,
+  centred, zero beyond the dimension (``[N_c, k + 1]`` a class, ``k`` =
+  ``neighbours`` or fewer in a small class; classes with fewer than 3
+  points left out)."""
   x, labels = np.asarray(x, np.float64), np.asarray(labels)
-  counts = []
+  spectra = []
   for c in np.unique(labels):
     points = x[labels == c]
-    k = min(DIRECTION_NEIGHBOURS, len(points) - 1)
+    k = min(neighbours, len(points) - 1)
     if k < 2:
       continue
     near = np.argsort(pairwise_distances(points, points), axis=1)[:, : k + 1]
     window = points[near] - points[near].mean(axis=1, keepdims=True)
     spectrum = np.linalg.svd(window, compute_uv=False) ** 2
-    spectrum = np.concatenate([spectrum, np.zeros((len(points), 1))], axis=1)
+    spectra.append(np.pad(spectrum, ((0, 0), (0, k + 1 - spectrum.shape[1]))))
+  return spectra
+
+
+def data_directions(x, labels) -> float:
+  """How many directions the data extend in locally (:data:`DIRECTION_SHARE`,
+  :data:`DIRECTION_GAP`): 1 on a curve, 2 on a surface such as a torus."""
+  counts = []
+  for spectrum in local_spectra(x, labels, DIRECTION_NEIGHBOURS):
+    spectrum = np.concatenate([spectrum, np.zeros((len(spectrum), 1))], axis=1)
     held = (spectrum[:, :-1] >= DIRECTION_SHARE * spectrum[:, :1]) & (
       spectrum[:, :-1] >= DIRECTION_GAP * spectrum[:, 1:]
     )
     counts.append(np.max(np.where(held, np.arange(1, held.shape[1] + 1), 1), axis=1))
   return float(np.median(np.concatenate(counts))) if counts else 1.0
+
+
+def surface_coefficients(psi, steps: int) -> np.ndarray:
+  """Coefficients ``[steps, steps, M]`` of the two strongest operators
+  (Frobenius norm) of ``psi [M, d, d]`` over a square grid spanning a turn
+  of each one's fastest rotation each way; zero for the others."""
+  psi = np.asarray(psi)
+  two = np.argsort(np.linalg.norm(psi, axis=(1, 2)))[::-1][:2]
+  rates = np.abs(np.linalg.eigvals(psi[two].astype(np.float64))).max(axis=-1)
+  grid = np.linspace(-1.0, 1.0, steps)
+  coeffs = np.zeros((steps, steps, len(psi)), np.float32)
+  coeffs[..., two[0]] = (2 * np.pi / max(rates[0], 1e-6)) * grid[:, None]
+  coeffs[..., two[1]] = (2 * np.pi / max(rates[1], 1e-6)) * grid[None, :]
+  return coeffs
 
 
 def surface_coverage(psi, starts, decode, x, labels, reaches=SURFACE_REACHES):
@@ -335,12 +363,7 @@ def surface_coverage(psi, starts, decode, x, labels, reaches=SURFACE_REACHES):
   psi = np.asarray(psi, np.float32)
   if not np.all(np.isfinite(psi)) or len(psi) < 2:
     return 0.0
-  two = np.argsort(np.linalg.norm(psi, axis=(1, 2)))[::-1][:2]
-  rates = np.abs(np.linalg.eigvals(psi[two].astype(np.float64))).max(axis=-1)
-  steps = np.linspace(-1.0, 1.0, SURFACE_STEPS)
-  coeffs = np.zeros((SURFACE_STEPS, SURFACE_STEPS, 1, 1, len(psi)), np.float32)
-  coeffs[..., two[0]] = (2 * np.pi / max(rates[0], 1e-6)) * steps[:, None, None, None]
-  coeffs[..., two[1]] = (2 * np.pi / max(rates[1], 1e-6)) * steps[None, :, None, None]
+  coeffs = surface_coefficients(psi, SURFACE_STEPS)[:, :, None, None]
   starts = np.asarray(starts, np.float32)
   decoded = np.asarray(decode(transport(psi, coeffs, starts)), np.float64)
   x, labels = np.asarray(x, np.float64), np.asarray(labels)
